@@ -1,0 +1,32 @@
+// Package wire defines every message of the mcnode rotating-arbiter protocol
+// and its encoding on the network.
+//
+// # Datagram layout
+//
+// Each UDP datagram carries one or more messages from one sender:
+//
+//	0      2    3    4          12         20       28       36       44
+//	+------+----+----+----------+----------+--------+--------+--------+-----------
+//	| "mc" | v1 | 0  | group    | instance | from   | inc    | T      | messages…
+//	+------+----+----+----------+----------+--------+--------+--------+-----------
+//	                   uint64 big-endian fields
+//
+//	message = kind (1 byte) | body length (uvarint) | body (msgpack array)
+//
+// group is GroupID(name), so two groups sharing one multicast address ignore
+// each other; instance names one run of the group (the founder's
+// incarnation); from/inc/T are the sender's logical ID, incarnation and group
+// timestamp. Message bodies are msgpack (hashicorp/go-msgpack/v2) with struct
+// fields as array elements in declaration order; a decoder skips array
+// elements it does not know (fields added at the end by a later version) and
+// whole messages of kinds it does not know.
+//
+// # Bounds
+//
+// Decode never panics and never allocates in proportion to a length it has
+// not checked: every msgpack length is first checked against the bytes that
+// remain (scan.go), then every decoded value against Limits. The default
+// datagram limit is 1400 bytes.
+//
+// The msgpack tags live only in this package.
+package wire

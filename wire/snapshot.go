@@ -1,0 +1,137 @@
+package wire
+
+import (
+	"fmt"
+)
+
+// Params are the group-wide protocol parameters. The founder fixes them and
+// every member adopts them with the state, because two nodes that disagreed
+// on them would compute different servers or leases.
+type Params struct {
+	_struct    struct{} `codec:",toarray"`
+	TurnLength uint64   // timestamps per turn; the last one is the SYNC
+	MaxMembers uint32   // group size limit: beyond it, GROUP_FULL
+	// LeaseTicks is how long a member may hold resources on the strength of
+	// its last confirmed contact with the group; LeaseMarginTicks is how much
+	// longer the group waits before it reclaims them, to cover one-way delay
+	// and clock-rate drift.
+	LeaseTicks       uint64
+	LeaseMarginTicks uint64
+	// TickMicros is the tick length the founder runs with, so that a runtime
+	// can refuse to join with a different one (ticks measure the lease).
+	TickMicros uint64
+}
+
+// MemberState is one member in the replicated state.
+type MemberState struct {
+	_struct struct{} `codec:",toarray"`
+	ID      NodeID
+	Inc     uint64
+	Addr    string
+	// Silence is how many ticks in a row, summed over the turns of the
+	// servers that did not hear from it, the member has been silent.
+	Silence uint64
+	// Floor and Decided make requests idempotent: every request ID of this
+	// member up to Floor, and every ID in Decided, has been decided.
+	Floor   uint64
+	Decided []uint64
+}
+
+// Waiter is a queued request.
+type Waiter struct {
+	_struct struct{} `codec:",toarray"`
+	Node    NodeID
+	Req     uint64
+	Since   uint64 // T of the decision that queued it
+}
+
+// ResourceState is one resource in the replicated state: its holder, the
+// holder's request and fencing token, and its FIFO queue.
+type ResourceState struct {
+	_struct   struct{} `codec:",toarray"`
+	Name      string
+	Holder    NodeID
+	HolderReq uint64
+	Token     uint64
+	Queue     []Waiter
+}
+
+// Snapshot is the whole replicated state at timestamp T, as sent in a state
+// transfer. Members are in ID order and resources in name order.
+type Snapshot struct {
+	_struct   struct{} `codec:",toarray"`
+	Instance  uint64
+	T         uint64
+	NextID    NodeID
+	Params    Params
+	Members   []MemberState
+	Resources []ResourceState
+}
+
+// Validate checks a snapshot against the limits and its own invariants
+// (sorted, unique, queues within the group size).
+func (s *Snapshot) Validate(l Limits) error {
+	if err := checkLen("Snapshot.Members", len(s.Members), l.MaxMembers); err != nil {
+		return err
+	}
+	if err := checkLen("Snapshot.Resources", len(s.Resources), l.MaxResources); err != nil {
+		return err
+	}
+	if s.Params.TurnLength < 2 {
+		return fmt.Errorf("%w: Snapshot.Params.TurnLength %d below 2", ErrLimit, s.Params.TurnLength)
+	}
+	for i, m := range s.Members {
+		if m.ID == 0 || m.ID >= s.NextID || (i > 0 && m.ID <= s.Members[i-1].ID) {
+			return fmt.Errorf("%w: Snapshot.Members not strictly increasing below NextID at %d", ErrLimit, i)
+		}
+		if err := checkName("Snapshot.Members.Addr", m.Addr, l.MaxAddr, false); err != nil {
+			return err
+		}
+		if err := checkLen("Snapshot.Members.Decided", len(m.Decided), l.MaxResources); err != nil {
+			return err
+		}
+	}
+	for i, r := range s.Resources {
+		if err := checkName("Snapshot.Resources.Name", r.Name, l.MaxName, true); err != nil {
+			return err
+		}
+		if i > 0 && r.Name <= s.Resources[i-1].Name {
+			return fmt.Errorf("%w: Snapshot.Resources not strictly increasing at %d", ErrLimit, i)
+		}
+		if err := checkLen("Snapshot.Resources.Queue", len(r.Queue), l.MaxMembers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EncodeSnapshot encodes a snapshot for a state transfer.
+func (c *Codec) EncodeSnapshot(s *Snapshot) ([]byte, error) {
+	if err := s.Validate(c.limits); err != nil {
+		return nil, err
+	}
+	c.body = c.body[:0]
+	c.enc.ResetBytes(&c.body)
+	if err := c.enc.Encode(s); err != nil {
+		return nil, fmt.Errorf("wire: encoding snapshot: %w", err)
+	}
+	if len(c.body) > c.limits.MaxSnapshot {
+		return nil, fmt.Errorf("%w: snapshot of %d bytes, limit %d", ErrTooLarge, len(c.body), c.limits.MaxSnapshot)
+	}
+	return append([]byte(nil), c.body...), nil
+}
+
+// DecodeSnapshot decodes and validates a reassembled state transfer.
+func (c *Codec) DecodeSnapshot(b []byte) (*Snapshot, error) {
+	if len(b) > c.limits.MaxSnapshot {
+		return nil, fmt.Errorf("%w: snapshot of %d bytes, limit %d", ErrTooLarge, len(b), c.limits.MaxSnapshot)
+	}
+	s := &Snapshot{}
+	if err := c.unmarshal(b, s); err != nil {
+		return nil, err
+	}
+	if err := s.Validate(c.limits); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
