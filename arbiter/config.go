@@ -1,0 +1,169 @@
+package arbiter
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mcnode/mcnode/wire"
+)
+
+// Config configures one node's state machine. Durations are in ticks: the
+// machine has no clock of its own, and the runtime calls Tick at a fixed
+// interval (DefaultConfig assumes 10 ms). Zero values are filled from
+// DefaultConfig by New.
+type Config struct {
+	// Group is wire.GroupID of the group's name. Datagrams of other groups
+	// are dropped and counted.
+	Group uint64
+	// Inc is this process's incarnation ID: random, non-zero, new at every
+	// start. A restarted process is a new member.
+	Inc uint64
+	// Addr is where members can reach this node directly (its unicast
+	// address). The machine only stores and forwards it.
+	Addr string
+
+	// Bootstrap founds a new group at once, with this node as its only
+	// member (logical ID 1) and Params as the group's parameters.
+	Bootstrap bool
+	// FoundAfterTicks, if positive, founds a new group when no member has
+	// answered the join request for this long. Of several nodes starting at
+	// once, only the one with the lowest incarnation founds; the others wait
+	// for it.
+	FoundAfterTicks int
+	// Params are the group's parameters if this node founds it; a joining
+	// node adopts the group's.
+	Params wire.Params
+
+	// Limits bound what is sent and accepted.
+	Limits wire.Limits
+
+	// RetryTicks is how long a member waits for the decision on a request,
+	// release, cancel or leave before sending it again. It must exceed
+	// LazyTicks, so that a decision the server holds back to share a
+	// datagram never makes the requester retry.
+	RetryTicks int
+	// JoinRetryTicks is how often a newcomer repeats its join request.
+	JoinRetryTicks int
+	// NakTicks is how long a gap in the log must persist before the node
+	// asks for the missing decisions, and how often it asks again.
+	NakTicks int
+	// LazyTicks is how long the server may hold back a decision that nobody
+	// is waiting on (a request queued behind a holder, a release with an
+	// empty queue) so that it rides in the next datagram.
+	LazyTicks int
+	// HeartbeatTicks is how long a server may send nothing before it
+	// multicasts a heartbeat carrying T.
+	HeartbeatTicks int
+	// TurnTicks is the longest a turn lasts: an idle group still rotates,
+	// pings its members and reclaims what dead members hold.
+	TurnTicks int
+	// PingRetryTicks is how often the server pings, directly, members that
+	// have not answered this turn's ping.
+	PingRetryTicks int
+	// PingTimeoutTicks is how long after the start of its turn the server
+	// waits for ping replies before it may end the turn without them.
+	PingTimeoutTicks int
+	// LogWindow is how many recent decisions a member keeps to answer
+	// negative acknowledgements; older gaps are repaired by state transfer.
+	LogWindow int
+	// MaxBuffered bounds the decisions held that arrived ahead of a gap.
+	MaxBuffered int
+}
+
+// DefaultParams returns the group parameters a founder uses by default, for
+// a 10 ms tick: turns of 64 decisions, at most 64 members, a lease of 1.5 s
+// with a margin of 0.3 s.
+func DefaultParams() wire.Params {
+	return wire.Params{TurnLength: 64, MaxMembers: 64, LeaseTicks: 150, LeaseMarginTicks: 30, TickMicros: 10000}
+}
+
+// DefaultConfig returns the defaults for a LAN and a 10 ms tick. Group, Inc
+// and Addr have no default.
+func DefaultConfig() Config {
+	return Config{
+		Params:           DefaultParams(),
+		Limits:           wire.DefaultLimits(),
+		RetryTicks:       10,
+		JoinRetryTicks:   20,
+		NakTicks:         2,
+		LazyTicks:        5,
+		HeartbeatTicks:   20,
+		TurnTicks:        50,
+		PingRetryTicks:   5,
+		PingTimeoutTicks: 20,
+		LogWindow:        1024,
+		MaxBuffered:      4096,
+	}
+}
+
+// Configuration errors.
+var (
+	// ErrConfig wraps every configuration error; the message names the field.
+	ErrConfig = errors.New("arbiter: bad config")
+)
+
+// validate fills zero values from DefaultConfig and checks every field.
+func (c *Config) validate() error {
+	d := DefaultConfig()
+	fill := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	fill(&c.RetryTicks, d.RetryTicks)
+	fill(&c.JoinRetryTicks, d.JoinRetryTicks)
+	fill(&c.NakTicks, d.NakTicks)
+	fill(&c.LazyTicks, d.LazyTicks)
+	fill(&c.HeartbeatTicks, d.HeartbeatTicks)
+	fill(&c.TurnTicks, d.TurnTicks)
+	fill(&c.PingRetryTicks, d.PingRetryTicks)
+	fill(&c.PingTimeoutTicks, d.PingTimeoutTicks)
+	fill(&c.LogWindow, d.LogWindow)
+	fill(&c.MaxBuffered, d.MaxBuffered)
+	if c.Limits == (wire.Limits{}) {
+		c.Limits = d.Limits
+	}
+	if c.Params == (wire.Params{}) {
+		c.Params = d.Params
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"RetryTicks", c.RetryTicks}, {"JoinRetryTicks", c.JoinRetryTicks}, {"NakTicks", c.NakTicks},
+		{"LazyTicks", c.LazyTicks}, {"HeartbeatTicks", c.HeartbeatTicks}, {"TurnTicks", c.TurnTicks},
+		{"PingRetryTicks", c.PingRetryTicks}, {"PingTimeoutTicks", c.PingTimeoutTicks},
+		{"LogWindow", c.LogWindow}, {"MaxBuffered", c.MaxBuffered},
+	} {
+		if f.v < 0 {
+			return bad("%s %d is negative", f.name, f.v)
+		}
+	}
+	switch {
+	case c.Inc == 0:
+		return bad("Inc must be a non-zero random incarnation ID")
+	case len(c.Addr) > c.Limits.MaxAddr:
+		return bad("Addr is %d bytes, limit %d", len(c.Addr), c.Limits.MaxAddr)
+	case c.FoundAfterTicks < 0:
+		return bad("FoundAfterTicks %d is negative", c.FoundAfterTicks)
+	case c.Params.TurnLength < 2:
+		return bad("Params.TurnLength %d: a turn needs at least one decision and its SYNC", c.Params.TurnLength)
+	case c.Params.MaxMembers < 1 || int(c.Params.MaxMembers) > c.Limits.MaxMembers:
+		return bad("Params.MaxMembers %d out of range [1, %d]", c.Params.MaxMembers, c.Limits.MaxMembers)
+	case c.Params.LeaseTicks == 0:
+		return bad("Params.LeaseTicks must be positive")
+	case c.Params.LeaseTicks <= uint64(c.TurnTicks+c.PingTimeoutTicks):
+		return bad("Params.LeaseTicks %d must exceed TurnTicks+PingTimeoutTicks (%d): members renew their lease once a turn",
+			c.Params.LeaseTicks, c.TurnTicks+c.PingTimeoutTicks)
+	case c.RetryTicks <= c.LazyTicks:
+		return bad("RetryTicks %d must exceed LazyTicks %d", c.RetryTicks, c.LazyTicks)
+	case c.PingTimeoutTicks > c.TurnTicks:
+		return bad("PingTimeoutTicks %d must not exceed TurnTicks %d", c.PingTimeoutTicks, c.TurnTicks)
+	case c.LogWindow < int(c.Params.TurnLength):
+		return bad("LogWindow %d must hold at least one turn (%d)", c.LogWindow, c.Params.TurnLength)
+	}
+	return c.Limits.Check()
+}

@@ -1,0 +1,93 @@
+package arbiter
+
+import (
+	"fmt"
+
+	"github.com/mcnode/mcnode/wire"
+)
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// Event kinds.
+const (
+	// EventFounded: this node founded a new group and is its first member.
+	EventFounded EventKind = iota + 1
+	// EventJoined: this node is a member: it has the state and has been
+	// greeted by every member (paper section 3.2).
+	EventJoined
+	// EventGroupFull: the server refused this node (GROUP_FULL). The node
+	// stops.
+	EventGroupFull
+	// EventLeft: the group recorded this node's leave. The node stops.
+	EventLeft
+	// EventRemoved: the group declared this node dead and removed it. The
+	// node stops; the runtime may rejoin as a new incarnation.
+	EventRemoved
+	// EventMemberJoined, EventMemberLeft, EventMemberRemoved: another
+	// member's membership changed (Node).
+	EventMemberJoined
+	EventMemberLeft
+	EventMemberRemoved
+	// EventServerChanged: the server role moved to Node at timestamp T.
+	EventServerChanged
+	// EventQueued: this node's request Req for Resource waits in the queue.
+	EventQueued
+	// EventGranted: this node holds Resource, under fencing token Token.
+	EventGranted
+	// EventReleased: the group recorded this node's release of Resource.
+	EventReleased
+	// EventLost: this node no longer holds Resource although it did not
+	// release it (Reason says why: its lease ran out, or it was removed).
+	EventLost
+	// EventUpdate: an application state update from Node.
+	EventUpdate
+)
+
+var eventNames = [...]string{
+	EventFounded: "founded", EventJoined: "joined", EventGroupFull: "group-full", EventLeft: "left",
+	EventRemoved: "removed", EventMemberJoined: "member-joined", EventMemberLeft: "member-left",
+	EventMemberRemoved: "member-removed", EventServerChanged: "server-changed", EventQueued: "queued",
+	EventGranted: "granted", EventReleased: "released", EventLost: "lost", EventUpdate: "update",
+}
+
+// String returns the kind's name.
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && eventNames[k] != "" {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("event(%d)", k)
+}
+
+// Event is something the application may act on. Which fields are set
+// depends on Kind.
+type Event struct {
+	Kind     EventKind
+	Node     wire.NodeID // the member concerned, or this node's own ID
+	Resource string
+	Req      uint64 // the request the event answers
+	Token    uint64 // fencing token of a grant
+	T        uint64 // group timestamp of the decision behind the event
+	Topic    string
+	Data     []byte
+	Reason   string
+}
+
+// Outbound is a message to send. An empty Addr means multicast to the group;
+// otherwise the message goes directly to Addr (member To, or a newcomer that
+// has no ID yet).
+type Outbound struct {
+	To   wire.NodeID
+	Addr string
+	Msg  wire.Message
+}
+
+// Ready is what the machine has produced since the last Advance: messages to
+// send, each batch under one datagram Header, and events for the
+// application. Messages must be sent in order; consecutive messages to the
+// same destination may share a datagram.
+type Ready struct {
+	Header   wire.Header
+	Messages []Outbound
+	Events   []Event
+}

@@ -1,0 +1,132 @@
+package arbiter
+
+import (
+	"slices"
+
+	"github.com/mcnode/mcnode/wire"
+)
+
+// joining is a newcomer's progress through the join of paper section 3.2:
+// admitted by the server (OK_TO_JOIN), given the state, greeted by every
+// member.
+type joining struct {
+	since    uint64 // tick of the first join request
+	sentAt   uint64
+	waitFrom uint64 // FoundAfterTicks counts from here
+	sawGroup bool   // an established group is on the address: never found one
+	greeted  map[wire.NodeID]bool
+}
+
+func (n *Node) startJoin() {
+	n.join = &joining{greeted: map[wire.NodeID]bool{}}
+	n.sendJoinRequest()
+}
+
+// found starts a new group with this node as its first member. Its
+// incarnation names this run of the group (the header's Instance).
+func (n *Node) found() {
+	n.st = newState(n.cfg.Inc, n.cfg.Params)
+	n.st.t = 1 // T 0 is never a decision, so no fencing token is ever 0
+	n.st.addMember(1, n.cfg.Inc, n.cfg.Addr)
+	n.id = 1
+	n.stat = statusMember
+	n.join = nil
+	n.anchor = n.now
+	n.emit(Event{Kind: EventFounded, Node: n.id})
+	n.emit(Event{Kind: EventJoined, Node: n.id})
+}
+
+func (n *Node) sendJoinRequest() {
+	j := n.join
+	j.sentAt = n.now
+	req := &wire.JoinRequest{Inc: n.cfg.Inc, Addr: n.cfg.Addr, HaveState: n.st != nil}
+	if n.st != nil {
+		req.Missing = n.missingGreetings()
+		if len(req.Missing) > n.cfg.Limits.MaxMembers {
+			req.Missing = req.Missing[:n.cfg.Limits.MaxMembers]
+		}
+	}
+	n.out = append(n.out, Outbound{Msg: req})
+}
+
+func (n *Node) tickJoin() {
+	j := n.join
+	if n.st == nil && n.cfg.FoundAfterTicks > 0 && !j.sawGroup && n.now-j.waitFrom >= uint64(n.cfg.FoundAfterTicks) {
+		n.found()
+		return
+	}
+	if n.now-j.sentAt >= uint64(n.cfg.JoinRetryTicks) {
+		n.sendJoinRequest()
+	}
+}
+
+// missingGreetings lists the members, admitted before us, that have not
+// greeted us yet. Members admitted after us are greeted by us instead.
+func (n *Node) missingGreetings() []wire.NodeID {
+	var out []wire.NodeID
+	for _, m := range n.st.members {
+		if m.id < n.id && !n.join.greeted[m.id] {
+			out = append(out, m.id)
+		}
+	}
+	return out
+}
+
+// joinSawDecision lets a newcomer without state pick its own admission or
+// refusal out of the decisions it overhears.
+func (n *Node) joinSawDecision(d wire.Decision) {
+	switch d := d.(type) {
+	case *wire.OkToJoin:
+		if d.Inc == n.cfg.Inc {
+			n.id = d.ID
+		}
+	case *wire.GroupFull:
+		if d.Inc == n.cfg.Inc {
+			n.finish(EventGroupFull, "the group is full")
+		}
+	}
+}
+
+func (n *Node) onJoinRequest(in inbound, m *wire.JoinRequest) {
+	if n.st == nil {
+		// Two newcomers waiting to found a group: the lower incarnation
+		// founds it, the higher waits to be admitted.
+		if n.join != nil && m.Inc < n.cfg.Inc {
+			n.join.waitFrom = n.now
+		}
+		return
+	}
+	if mem := n.st.memberByInc(m.Inc); mem != nil {
+		if slices.Contains(m.Missing, n.id) {
+			n.reply(in, &wire.Greeting{Newcomer: mem.id, Addr: n.cfg.Addr})
+		}
+		if n.srv != nil && !m.HaveState {
+			n.sendSnapshot(in.src)
+		}
+		return
+	}
+	if n.srv != nil {
+		n.serve(in)
+	} else {
+		n.remember(in)
+	}
+}
+
+func (n *Node) onGreeting(h wire.Header, g *wire.Greeting) {
+	if n.join == nil || h.From == 0 || (n.id != 0 && g.Newcomer != n.id) {
+		return
+	}
+	n.join.greeted[h.From] = true
+	n.checkJoined()
+}
+
+// checkJoined makes the newcomer a member once it has the state and every
+// earlier member has greeted it.
+func (n *Node) checkJoined() {
+	if n.join == nil || n.st == nil || n.stat != statusSyncing || len(n.missingGreetings()) > 0 {
+		return
+	}
+	n.join = nil
+	n.stat = statusMember
+	n.emit(Event{Kind: EventJoined, Node: n.id})
+}

@@ -1,0 +1,565 @@
+package arbiter
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/mcnode/mcnode/wire"
+)
+
+// Errors returned by the machine.
+var (
+	// ErrStopped: the node left, was removed or was refused; it takes no
+	// more input.
+	ErrStopped = errors.New("arbiter: node stopped")
+	// ErrForeignGroup: the datagram belongs to another group or another run
+	// of this group. It was dropped and counted.
+	ErrForeignGroup = errors.New("arbiter: datagram from another group")
+	// ErrForged: the datagram claims a member's ID with the wrong
+	// incarnation. It was dropped and counted.
+	ErrForged = errors.New("arbiter: sender does not match the member it claims to be")
+	// ErrNotMember: the node is not (yet) a member of the group.
+	ErrNotMember = errors.New("arbiter: not a member of the group")
+	// ErrBusy: this node already holds or waits for the resource.
+	ErrBusy = errors.New("arbiter: resource already held or requested by this node")
+	// ErrNotHolder: this node does not hold the resource.
+	ErrNotHolder = errors.New("arbiter: resource not held by this node")
+	// ErrNotWaiting: this node has no pending request for the resource.
+	ErrNotWaiting = errors.New("arbiter: no pending request for the resource")
+	// ErrBadName: the resource name or topic is empty, too long or not UTF-8.
+	ErrBadName = errors.New("arbiter: bad resource name")
+)
+
+type status uint8
+
+const (
+	statusJoining status = iota // no state yet: asking to be admitted
+	statusSyncing               // has the state, waits for greetings
+	statusMember                // a full member
+	statusDone                  // left, removed or refused
+)
+
+// Node is one member's rotating-arbiter state machine. It does no I/O, starts
+// no goroutine and reads no clock: the runtime feeds it datagrams with Step
+// and time with Tick, and collects what to send and what to tell the
+// application with Ready and Advance. It is not safe for concurrent use.
+type Node struct {
+	cfg   Config
+	codec *wire.Codec
+	now   uint64 // ticks since New
+	st    *state // nil until founded or transferred
+	id    wire.NodeID
+	stat  status
+
+	log logState
+
+	srv     *tenure  // non-nil while this node is the server
+	hand    *handoff // a SYNC not yet confirmed by the next server
+	lastSrv wire.NodeID
+	recent  []inbound // requests seen while not server, for the next turn
+
+	nextReq uint64
+	reqs    map[string]*pending // requested, not yet granted
+	held    map[string]*holding
+	rels    map[uint64]*pending // releases and cancels not yet decided, by request ID
+	leave   *pending
+	news    uint64            // tick of the last sign of a server at work
+	anchor  uint64            // tick from which the lease runs
+	replies map[uint64]uint64 // ping turn → tick of this node's first reply
+
+	join *joining
+
+	updSeq  uint64
+	updSeen map[uint64]*replayWindow // by sender incarnation
+
+	xfer transfer
+
+	out    []Outbound
+	events []Event
+	stats  Stats
+}
+
+// pending is an operation of this node's that waits for a decision.
+type pending struct {
+	resource string
+	req      uint64
+	token    uint64 // for a release
+	cancel   bool   // a Cancel rather than a Release
+	queued   bool   // a request the server has queued
+	since    uint64 // tick of the first send
+	sentAt   uint64 // tick of the last send
+}
+
+type holding struct {
+	req, token uint64
+}
+
+// inbound is a received message with its source address, where direct
+// answers go. A non-server keeps the requests it sees as inbounds, to replay
+// them if it becomes server.
+type inbound struct {
+	src string
+	h   wire.Header
+	m   wire.Message
+	at  uint64
+}
+
+// Stats counts what the node dropped, repaired and sent again.
+type Stats struct {
+	Foreign       uint64 // datagrams of another group or run
+	Forged        uint64 // sender did not match its claimed member
+	NotMember     uint64 // requests from non-members, ignored
+	TooMany       uint64 // requests for a new resource with Limits.MaxResources in use
+	Duplicates    uint64 // decisions already applied
+	Divergence    uint64 // decisions or digests that disagreed with this node's state
+	NaksSent      uint64
+	Retransmitted uint64 // decisions sent again in answer to a NAK or a retry
+	SnapshotsSent uint64
+	Snapshots     uint64 // state transfers installed
+	BadSnapshots  uint64
+	Fenced        uint64 // resources given up because the lease ran out
+}
+
+// New returns a node for cfg. With cfg.Bootstrap it founds a group at once;
+// otherwise its first Ready carries a join request.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c, err := wire.NewCodec(cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:     cfg,
+		codec:   c,
+		reqs:    map[string]*pending{},
+		held:    map[string]*holding{},
+		rels:    map[uint64]*pending{},
+		replies: map[uint64]uint64{},
+		updSeen: map[uint64]*replayWindow{},
+	}
+	n.log.init()
+	if cfg.Bootstrap {
+		n.found()
+	} else {
+		n.startJoin()
+	}
+	n.settle()
+	return n, nil
+}
+
+// Step feeds the machine one message of a received datagram, with the
+// datagram's header and its source address (where direct answers go: a node
+// may need to answer a sender it does not yet know as a member). The error
+// says why a message was dropped; the machine is unchanged then.
+func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
+	if n.stat == statusDone {
+		return ErrStopped
+	}
+	if h.Group != n.cfg.Group {
+		n.stats.Foreign++
+		return ErrForeignGroup
+	}
+	if h.Inc == n.cfg.Inc {
+		return nil // our own multicast, looped back
+	}
+	if n.st != nil && h.Instance != 0 && h.Instance != n.st.instance {
+		n.stats.Foreign++
+		return ErrForeignGroup
+	}
+	var from *member
+	if n.st != nil && h.From != 0 {
+		from = n.st.member(h.From)
+		if from != nil && from.inc != h.Inc {
+			n.stats.Forged++
+			return ErrForged
+		}
+	}
+	if n.join != nil && h.Instance != 0 {
+		n.join.sawGroup = true
+	}
+	n.observe(src, h)
+	if n.st != nil && from != nil && (h.T > n.st.t || (h.T == n.st.t && h.From == n.st.server())) {
+		n.news = n.now
+	}
+	if n.srv != nil && from != nil {
+		n.srv.heard[h.From] = true
+	}
+	if n.hand != nil && h.From == n.hand.to && h.T >= n.hand.nextT {
+		n.hand = nil // the next server has the SYNC
+	}
+	in := inbound{src: src, h: h, m: m, at: n.now}
+	switch m := m.(type) {
+	case wire.Decision:
+		n.onDecision(src, h, m)
+	case *wire.JoinRequest:
+		n.onJoinRequest(in, m)
+	case *wire.Greeting:
+		n.onGreeting(h, m)
+	case *wire.Request, *wire.Release, *wire.Cancel, *wire.LeaveRequest:
+		if n.srv != nil {
+			n.serve(in)
+		} else if n.st != nil {
+			n.remember(in)
+		}
+	case *wire.Ping:
+		n.onPing(src, m)
+	case *wire.PingReply:
+		if n.srv != nil && from != nil && m.Turn == n.srv.turn {
+			n.srv.answered[h.From] = true
+			if h.From == n.srv.confirming {
+				n.srv.confirmed = true
+			}
+		}
+	case *wire.Nak:
+		n.onNak(src, m)
+	case *wire.StateRequest:
+		n.onStateRequest(src)
+	case *wire.StateChunk:
+		n.onStateChunk(m)
+	case *wire.Update:
+		n.onUpdate(h, m)
+	case *wire.Heartbeat:
+		// Its T was observed above; that is its whole purpose.
+	default:
+		return fmt.Errorf("arbiter: unexpected message %T", m)
+	}
+	n.settle()
+	return nil
+}
+
+// Tick advances the machine's time by one tick and runs its timers.
+func (n *Node) Tick() {
+	if n.stat == statusDone {
+		return
+	}
+	n.now++
+	if n.st == nil {
+		n.tickJoin()
+		n.settle()
+		return
+	}
+	if n.join != nil {
+		n.tickJoin()
+	}
+	n.tickRetries()
+	n.tickGap()
+	n.tickLease()
+	n.tickTransfer()
+	if n.srv != nil {
+		n.tickServer()
+	} else {
+		n.tickQuiet()
+	}
+	n.tickHandoff()
+	n.settle()
+}
+
+// HasReady reports whether there is anything to send or report.
+func (n *Node) HasReady() bool { return len(n.out) > 0 || len(n.events) > 0 }
+
+// Ready returns what the machine has produced since the last Advance.
+func (n *Node) Ready() Ready {
+	h := wire.Header{Group: n.cfg.Group, From: n.id, Inc: n.cfg.Inc, T: n.publishedT()}
+	if n.st != nil {
+		h.Instance = n.st.instance
+	}
+	return Ready{Header: h, Messages: n.out, Events: n.events}
+}
+
+// Advance tells the machine that the last Ready has been handled.
+func (n *Node) Advance() {
+	n.out = nil
+	n.events = nil
+}
+
+// Acquire asks for the named resource and returns the request's ID. The
+// answer comes as an EventQueued and then an EventGranted (or EventLost).
+func (n *Node) Acquire(resource string) (uint64, error) {
+	if n.stat != statusMember {
+		return 0, ErrNotMember
+	}
+	if err := (&wire.Request{Resource: resource}).Validate(n.cfg.Limits); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrBadName, err)
+	}
+	if n.held[resource] != nil || n.reqs[resource] != nil {
+		return 0, ErrBusy
+	}
+	n.nextReq++
+	p := &pending{resource: resource, req: n.nextReq, since: n.now, sentAt: n.now}
+	n.reqs[resource] = p
+	n.submit(n.requestMsg(p))
+	n.settle()
+	return p.req, nil
+}
+
+// Release gives up a resource this node holds.
+func (n *Node) Release(resource string) error {
+	h := n.held[resource]
+	if h == nil || n.stat == statusDone {
+		return ErrNotHolder
+	}
+	delete(n.held, resource)
+	n.startRelease(resource, h.req, h.token)
+	n.settle()
+	return nil
+}
+
+// Cancel withdraws this node's pending request for a resource. If the grant
+// crosses the cancel, the resource is released as soon as it arrives.
+func (n *Node) Cancel(resource string) error {
+	p := n.reqs[resource]
+	if p == nil || n.stat == statusDone {
+		return ErrNotWaiting
+	}
+	delete(n.reqs, resource)
+	c := &pending{resource: resource, req: p.req, cancel: true, since: n.now, sentAt: n.now}
+	n.rels[p.req] = c
+	n.submit(&wire.Cancel{Req: p.req, Resource: resource})
+	n.settle()
+	return nil
+}
+
+// Leave asks the group to record this node's departure; EventLeft follows.
+// The resources it holds are released by the same decision.
+func (n *Node) Leave() error {
+	if n.stat != statusMember && n.stat != statusSyncing {
+		return ErrNotMember
+	}
+	if n.leave != nil {
+		return nil
+	}
+	// The Left decision frees what this node holds and drops what it waits
+	// for, and other members may be granted those resources before this node
+	// hears of it: so it gives them all up now, and takes no grant from here
+	// on.
+	for _, name := range sortedKeys(n.held) {
+		h := n.held[name]
+		n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: h.req, Token: h.token, Reason: "leaving the group"})
+	}
+	n.held = map[string]*holding{}
+	n.reqs = map[string]*pending{}
+	n.rels = map[uint64]*pending{}
+	n.leave = &pending{since: n.now, sentAt: n.now}
+	if n.srv != nil {
+		if len(n.st.members) > 1 {
+			n.srv.leaving = true // finish the turn first, then leave as a member
+			n.settle()
+		}
+	}
+	n.submit(&wire.LeaveRequest{})
+	n.settle()
+	return nil
+}
+
+// Publish multicasts an application state update.
+func (n *Node) Publish(topic string, data []byte) error {
+	if n.stat != statusMember {
+		return ErrNotMember
+	}
+	n.updSeq++
+	u := &wire.Update{Seq: n.updSeq, Topic: topic, Data: slices.Clone(data)}
+	if err := u.Validate(n.cfg.Limits); err != nil {
+		n.updSeq--
+		return fmt.Errorf("%w: %v", ErrBadName, err)
+	}
+	n.multicast(u)
+	return nil
+}
+
+// submit sends one of this node's own operations: straight into the server
+// logic if this node is the server and may decide now (self-delivery costs
+// no datagram), else by multicast.
+func (n *Node) submit(m wire.Message) {
+	if n.srv != nil && n.canDecide() {
+		n.serve(inbound{src: n.cfg.Addr, h: n.selfHeader(), m: m, at: n.now})
+		return
+	}
+	n.multicast(m)
+}
+
+func (n *Node) selfHeader() wire.Header {
+	return wire.Header{Group: n.cfg.Group, Instance: n.st.instance, From: n.id, Inc: n.cfg.Inc, T: n.st.t}
+}
+
+func (n *Node) requestMsg(p *pending) *wire.Request {
+	return &wire.Request{Req: p.req, Resource: p.resource, Floor: n.floor()}
+}
+
+// floor is the highest request ID below which every request of this node has
+// been decided, as far as this node knows.
+func (n *Node) floor() uint64 {
+	f := n.nextReq
+	for _, p := range n.reqs {
+		if !p.queued && p.req <= f {
+			f = p.req - 1
+		}
+	}
+	for _, p := range n.rels {
+		if p.cancel && p.req <= f {
+			f = p.req - 1
+		}
+	}
+	return f
+}
+
+func (n *Node) startRelease(resource string, req, token uint64) {
+	n.rels[req] = &pending{resource: resource, req: req, token: token, since: n.now, sentAt: n.now}
+	n.submit(&wire.Release{Req: req, Resource: resource, Token: token})
+}
+
+// tickRetries sends again every operation whose decision has not arrived.
+func (n *Node) tickRetries() {
+	n.retry(uint64(n.cfg.RetryTicks))
+	retry := uint64(n.cfg.RetryTicks)
+	if n.leave != nil && n.now-n.leave.sentAt >= retry {
+		n.leave.sentAt = n.now
+		if n.now-n.leave.since > uint64(n.st.params.LeaseTicks+n.st.params.LeaseMarginTicks) {
+			// Nobody recorded the leave for a whole lease: the group has
+			// removed this node or is gone. Either way it is out.
+			n.finish(EventLeft, "leave not confirmed; assuming the group has dropped this node")
+			return
+		}
+		n.submit(&wire.LeaveRequest{})
+	}
+}
+
+// retry sends again this node's requests, releases and cancels that have
+// waited at least "after" ticks for their decision.
+func (n *Node) retry(after uint64) {
+	for _, name := range sortedKeys(n.reqs) {
+		p := n.reqs[name]
+		if !p.queued && n.now-p.sentAt >= after {
+			p.sentAt = n.now
+			m := n.requestMsg(p)
+			m.Retry = true
+			n.submit(m)
+		}
+	}
+	for _, req := range sortedKeys(n.rels) {
+		p := n.rels[req]
+		if n.now-p.sentAt < after {
+			continue
+		}
+		p.sentAt = n.now
+		if p.cancel {
+			n.submit(&wire.Cancel{Req: p.req, Resource: p.resource, Retry: true})
+		} else {
+			n.submit(&wire.Release{Req: p.req, Resource: p.resource, Token: p.token, Retry: true})
+		}
+	}
+}
+
+// resubmit serves a new server's own undecided operations at once: they may
+// have reached the previous server too late for its turn.
+func (n *Node) resubmit() { n.retry(0) }
+
+// renew extends the lease from a tick at which this node is known to have
+// been heard by a server.
+func (n *Node) renew(at uint64) {
+	if at > n.anchor {
+		n.anchor = at
+	}
+}
+
+func (n *Node) leaseExpired() bool {
+	return n.st != nil && n.now >= n.anchor+n.st.params.LeaseTicks
+}
+
+// tickLease fences this node: once its lease has run out it must assume the
+// group may reclaim what it holds, so it stops using it and releases it.
+func (n *Node) tickLease() {
+	if len(n.held) == 0 || !n.leaseExpired() {
+		return
+	}
+	for _, name := range sortedKeys(n.held) {
+		h := n.held[name]
+		delete(n.held, name)
+		n.stats.Fenced++
+		n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: h.req, Token: h.token,
+			Reason: fmt.Sprintf("lease expired: no confirmed contact with the group for %d ticks", n.now-n.anchor)})
+		n.startRelease(name, h.req, h.token)
+	}
+}
+
+// tickQuiet speaks up when no server has been heard from for two heartbeat
+// periods. A lost SYNC leaves the next server unaware of its turn until some
+// packet carries the newer T to it (paper section 4.2); in an idle group no
+// packet would, so every member that notices the silence multicasts a
+// heartbeat with its own T.
+func (n *Node) tickQuiet() {
+	if n.now-n.news < 2*uint64(n.cfg.HeartbeatTicks) {
+		return
+	}
+	n.news = n.now
+	n.multicast(&wire.Heartbeat{})
+}
+
+// finish stops the node for good.
+func (n *Node) finish(kind EventKind, reason string) {
+	for _, name := range sortedKeys(n.held) {
+		h := n.held[name]
+		n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: h.req, Token: h.token, Reason: reason})
+	}
+	n.held = map[string]*holding{}
+	n.reqs = map[string]*pending{}
+	n.rels = map[uint64]*pending{}
+	n.leave, n.srv, n.hand, n.join = nil, nil, nil, nil
+	n.stat = statusDone
+	n.emit(Event{Kind: kind, Node: n.id, Reason: reason})
+}
+
+func (n *Node) emit(e Event) {
+	if n.st != nil && e.T == 0 {
+		e.T = n.st.t
+	}
+	n.events = append(n.events, e)
+}
+
+// multicast queues a message for the whole group. A server first flushes the
+// decisions it holds back, which then share the datagram.
+func (n *Node) multicast(m wire.Message) {
+	if n.srv != nil {
+		n.flush()
+		n.srv.lastCast = n.now
+	}
+	n.out = append(n.out, Outbound{Msg: m})
+}
+
+// sendTo queues a message directly to a member, if its address is known.
+func (n *Node) sendTo(id wire.NodeID, m wire.Message) {
+	if n.st == nil {
+		return
+	}
+	if mem := n.st.member(id); mem != nil && mem.addr != "" {
+		n.out = append(n.out, Outbound{To: id, Addr: mem.addr, Msg: m})
+	}
+}
+
+// reply queues a message directly to the source of a received datagram.
+func (n *Node) reply(in inbound, m wire.Message) {
+	n.out = append(n.out, Outbound{To: in.h.From, Addr: in.src, Msg: m})
+}
+
+func (n *Node) publishedT() uint64 {
+	switch {
+	case n.st == nil:
+		return 0
+	case n.srv != nil:
+		return n.log.published
+	}
+	return n.st.t
+}
+
+// sortedKeys returns a map's keys in order: timers and reports walk maps only
+// this way, so that the machine stays deterministic.
+func sortedKeys[K interface{ ~string | ~uint64 }, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

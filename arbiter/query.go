@@ -1,0 +1,163 @@
+package arbiter
+
+import (
+	"slices"
+
+	"github.com/mcnode/mcnode/wire"
+)
+
+// ID returns this node's logical ID, 0 before it is admitted.
+func (n *Node) ID() wire.NodeID { return n.id }
+
+// Inc returns this node's incarnation ID.
+func (n *Node) Inc() uint64 { return n.cfg.Inc }
+
+// Now returns the number of ticks since New.
+func (n *Node) Now() uint64 { return n.now }
+
+// HasState reports whether the node holds the replicated state.
+func (n *Node) HasState() bool { return n.st != nil }
+
+// Joined reports whether the node is a full member.
+func (n *Node) Joined() bool { return n.stat == statusMember }
+
+// Stopped reports whether the node left, was removed or was refused.
+func (n *Node) Stopped() bool { return n.stat == statusDone }
+
+// T returns the node's group timestamp: the T of the next decision it will
+// apply. Zero before it has the state.
+func (n *Node) T() uint64 {
+	if n.st == nil {
+		return 0
+	}
+	return n.st.t
+}
+
+// Instance names the run of the group the node belongs to (the founder's
+// incarnation), 0 before it has the state.
+func (n *Node) Instance() uint64 {
+	if n.st == nil {
+		return 0
+	}
+	return n.st.instance
+}
+
+// Params returns the group's parameters, or the node's own before it has the
+// group's.
+func (n *Node) Params() wire.Params {
+	if n.st == nil {
+		return n.cfg.Params
+	}
+	return n.st.params
+}
+
+// Digest returns the hash of the node's replicated state, the one SYNC
+// carries. Two members with equal T and equal digests hold the same state.
+func (n *Node) Digest() uint64 {
+	if n.st == nil {
+		return 0
+	}
+	return n.st.digest()
+}
+
+// Server returns the member that is server at the node's T, and whether
+// there is one.
+func (n *Node) Server() (wire.NodeID, bool) {
+	if n.st == nil {
+		return 0, false
+	}
+	return n.st.sched.ServerAt(n.st.t)
+}
+
+// IsServer reports whether this node is acting as server now.
+func (n *Node) IsServer() bool { return n.srv != nil }
+
+// NextServer returns the member this server would hand its turn to if the
+// turn ended now, and false if this node is not the server.
+func (n *Node) NextServer() (wire.NodeID, bool) {
+	if n.srv == nil {
+		return 0, false
+	}
+	return n.chooseNext(nil), true
+}
+
+// HandoffTarget returns the member this node has sent its SYNC to and not yet
+// seen take over, if any.
+func (n *Node) HandoffTarget() (wire.NodeID, bool) {
+	if n.hand == nil {
+		return 0, false
+	}
+	return n.hand.to, true
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats { return n.stats }
+
+// MemberInfo describes one member.
+type MemberInfo struct {
+	ID      wire.NodeID
+	Inc     uint64
+	Addr    string
+	Silence uint64 // ticks not heard, as of the last SYNC
+}
+
+// Members returns the view in ID order.
+func (n *Node) Members() []MemberInfo {
+	if n.st == nil {
+		return nil
+	}
+	out := make([]MemberInfo, len(n.st.members))
+	for i, m := range n.st.members {
+		out[i] = MemberInfo{ID: m.id, Inc: m.inc, Addr: m.addr, Silence: m.silence}
+	}
+	return out
+}
+
+// ResourceInfo describes one resource in the replicated state.
+type ResourceInfo struct {
+	Name   string
+	Holder wire.NodeID
+	Token  uint64
+	Queue  []wire.NodeID // waiting members, first in line first
+}
+
+// Resources returns every resource that is held or has waiters, by name.
+func (n *Node) Resources() []ResourceInfo {
+	if n.st == nil {
+		return nil
+	}
+	var out []ResourceInfo
+	for _, name := range n.st.resourceNames() {
+		r := n.st.resources[name]
+		info := ResourceInfo{Name: name, Holder: r.holder, Token: r.token}
+		for _, w := range r.queue {
+			info.Queue = append(info.Queue, w.Node)
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Held is a resource this node holds.
+type Held struct {
+	Resource string
+	Req      uint64
+	Token    uint64
+}
+
+// Held returns what this node believes it holds, by name.
+func (n *Node) Held() []Held {
+	out := make([]Held, 0, len(n.held))
+	for _, name := range sortedKeys(n.held) {
+		h := n.held[name]
+		out = append(out, Held{Resource: name, Req: h.req, Token: h.token})
+	}
+	return out
+}
+
+// Waiting returns the resources this node has asked for and not yet been
+// granted, by name.
+func (n *Node) Waiting() []string {
+	names := sortedKeys(n.reqs)
+	return slices.Clip(names)
+}

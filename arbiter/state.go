@@ -1,0 +1,354 @@
+package arbiter
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mcnode/mcnode/clock"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// state is the replicated state: what every member holds identically once it
+// has applied the same decisions. Every change to it is made by applying a
+// decision, in T order, and every function here is deterministic (no map is
+// iterated where order could leak out).
+type state struct {
+	instance  uint64
+	t         uint64 // the timestamp of the next decision
+	nextID    wire.NodeID
+	params    wire.Params
+	members   []*member // in ID order
+	resources map[string]*resource
+	sched     clock.Schedule[wire.NodeID]
+}
+
+type member struct {
+	id      wire.NodeID
+	inc     uint64
+	addr    string
+	silence uint64
+	floor   uint64
+	decided []uint64 // sorted, all > floor
+}
+
+type resource struct {
+	holder    wire.NodeID
+	holderReq uint64
+	token     uint64
+	queue     []wire.Waiter
+}
+
+// handover records a resource passing to a new holder as a side effect of a
+// decision (a release, a withdrawal at the head, a removal).
+type handover struct {
+	resource string
+	to       wire.NodeID
+	req      uint64
+	token    uint64
+}
+
+// taken records a resource taken from a member that left or was removed.
+type taken struct {
+	resource string
+	token    uint64
+}
+
+func newState(instance uint64, p wire.Params) *state {
+	s := &state{instance: instance, nextID: 1, params: p, resources: map[string]*resource{}}
+	s.rebuildSchedule()
+	return s
+}
+
+func (s *state) rebuildSchedule() {
+	ids := make([]wire.NodeID, len(s.members))
+	for i, m := range s.members {
+		ids[i] = m.id
+	}
+	// Members are kept sorted and unique and TurnLength is validated, so
+	// this cannot fail.
+	sched, err := clock.NewSchedule(ids, s.params.TurnLength)
+	if err != nil {
+		panic("arbiter: invariant broken: " + err.Error())
+	}
+	s.sched = sched
+}
+
+func (s *state) member(id wire.NodeID) *member {
+	i, ok := slices.BinarySearchFunc(s.members, id, func(m *member, id wire.NodeID) int {
+		return cmpID(m.id, id)
+	})
+	if !ok {
+		return nil
+	}
+	return s.members[i]
+}
+
+func (s *state) memberByInc(inc uint64) *member {
+	for _, m := range s.members {
+		if m.inc == inc {
+			return m
+		}
+	}
+	return nil
+}
+
+func cmpID(a, b wire.NodeID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// server returns the member that is server at the current T.
+func (s *state) server() wire.NodeID {
+	id, _ := s.sched.ServerAt(s.t)
+	return id
+}
+
+func (s *state) addMember(id wire.NodeID, inc uint64, addr string) {
+	s.members = append(s.members, &member{id: id, inc: inc, addr: addr})
+	slices.SortFunc(s.members, func(a, b *member) int { return cmpID(a.id, b.id) })
+	if id >= s.nextID {
+		s.nextID = id + 1
+	}
+	s.rebuildSchedule()
+}
+
+// removeMember drops a member: the resources it held pass to the heads of
+// their queues, and its queued requests are dropped. The decision's T is the
+// new holders' fencing token.
+func (s *state) removeMember(id wire.NodeID, t uint64) (hand []handover, lost []taken) {
+	i := slices.IndexFunc(s.members, func(m *member) bool { return m.id == id })
+	if i < 0 {
+		return nil, nil
+	}
+	s.members = slices.Delete(s.members, i, i+1)
+	s.rebuildSchedule()
+	for _, name := range s.resourceNames() {
+		r := s.resources[name]
+		r.queue = slices.DeleteFunc(r.queue, func(w wire.Waiter) bool { return w.Node == id })
+		if r.holder == id {
+			lost = append(lost, taken{resource: name, token: r.token})
+			if h, ok := s.passOn(name, r, t); ok {
+				hand = append(hand, h)
+			}
+		}
+		s.dropIfIdle(name, r)
+	}
+	return hand, lost
+}
+
+// resourceNames returns the resource names in sorted order: the only order
+// in which the state is ever walked.
+func (s *state) resourceNames() []string {
+	names := make([]string, 0, len(s.resources))
+	for name := range s.resources {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// passOn frees r and gives it to the head of its queue, if any, under token t.
+func (s *state) passOn(name string, r *resource, t uint64) (handover, bool) {
+	r.holder, r.holderReq, r.token = 0, 0, 0
+	if len(r.queue) == 0 {
+		return handover{}, false
+	}
+	w := r.queue[0]
+	r.queue = r.queue[1:]
+	r.holder, r.holderReq, r.token = w.Node, w.Req, t
+	return handover{resource: name, to: w.Node, req: w.Req, token: t}, true
+}
+
+func (s *state) dropIfIdle(name string, r *resource) {
+	if r.holder == 0 && len(r.queue) == 0 {
+		delete(s.resources, name)
+	}
+}
+
+// isDecided reports whether request req of member m has been decided.
+func (m *member) isDecided(req uint64) bool {
+	if req <= m.floor {
+		return true
+	}
+	_, found := slices.BinarySearch(m.decided, req)
+	return found
+}
+
+// markDecided records req as decided and forgets what the member's floor
+// says it no longer retries.
+func (m *member) markDecided(req, floor uint64) {
+	if floor > m.floor {
+		m.floor = floor
+		i, _ := slices.BinarySearch(m.decided, floor+1)
+		m.decided = slices.Delete(m.decided, 0, i)
+	}
+	if req <= m.floor {
+		return
+	}
+	if i, found := slices.BinarySearch(m.decided, req); !found {
+		m.decided = slices.Insert(m.decided, i, req)
+	}
+}
+
+// wouldQueue reports whether a request for name made now would wait.
+func (s *state) wouldQueue(name string) bool {
+	r, ok := s.resources[name]
+	return ok && (r.holder != 0 || len(r.queue) > 0)
+}
+
+// request applies a Grant decision: the resource goes to the requester if it
+// is free, else the requester joins its queue. It returns whether it queued.
+func (s *state) request(g *wire.Grant) (queued bool) {
+	m := s.member(g.Node)
+	if m == nil {
+		return g.Queued // a removed member: nothing to record, nothing to contradict
+	}
+	m.markDecided(g.Req, g.Floor)
+	r, ok := s.resources[g.Resource]
+	if !ok {
+		r = &resource{}
+		s.resources[g.Resource] = r
+	}
+	if r.holder == 0 && len(r.queue) == 0 {
+		r.holder, r.holderReq, r.token = g.Node, g.Req, g.T
+		return false
+	}
+	r.queue = append(r.queue, wire.Waiter{Node: g.Node, Req: g.Req, Since: g.T})
+	return true
+}
+
+// release applies a Released decision. It reports what it changed: whether
+// the holder's release matched, whether a queued request was withdrawn, and
+// the new holder if the resource passed on.
+func (s *state) release(d *wire.Released) (matched bool, h handover, passed bool) {
+	if m := s.member(d.Node); m != nil {
+		m.markDecided(d.Req, 0)
+	}
+	r, ok := s.resources[d.Resource]
+	if !ok {
+		return d.Withdrawn, handover{}, false
+	}
+	defer s.dropIfIdle(d.Resource, r)
+	if d.Withdrawn {
+		r.queue = slices.DeleteFunc(r.queue, func(w wire.Waiter) bool { return w.Node == d.Node && w.Req == d.Req })
+		return true, handover{}, false
+	}
+	if r.holder != d.Node || r.token != d.Token {
+		return false, handover{}, false
+	}
+	h, passed = s.passOn(d.Resource, r, d.T)
+	return true, h, passed
+}
+
+// snapshot copies the state out for a state transfer.
+func (s *state) snapshot() *wire.Snapshot {
+	snap := &wire.Snapshot{Instance: s.instance, T: s.t, NextID: s.nextID, Params: s.params}
+	for _, m := range s.members {
+		snap.Members = append(snap.Members, wire.MemberState{
+			ID: m.id, Inc: m.inc, Addr: m.addr, Silence: m.silence, Floor: m.floor,
+			Decided: slices.Clone(m.decided),
+		})
+	}
+	for _, name := range s.resourceNames() {
+		r := s.resources[name]
+		snap.Resources = append(snap.Resources, wire.ResourceState{
+			Name: name, Holder: r.holder, HolderReq: r.holderReq, Token: r.token,
+			Queue: slices.Clone(r.queue),
+		})
+	}
+	return snap
+}
+
+// stateFromSnapshot rebuilds a state from a validated snapshot.
+func stateFromSnapshot(snap *wire.Snapshot) *state {
+	s := newState(snap.Instance, snap.Params)
+	s.t, s.nextID = snap.T, snap.NextID
+	for _, m := range snap.Members {
+		s.members = append(s.members, &member{
+			id: m.ID, inc: m.Inc, addr: m.Addr, silence: m.Silence, floor: m.Floor,
+			decided: slices.Clone(m.Decided),
+		})
+	}
+	for _, r := range snap.Resources {
+		s.resources[r.Name] = &resource{holder: r.Holder, holderReq: r.HolderReq, token: r.Token, queue: slices.Clone(r.Queue)}
+	}
+	s.rebuildSchedule()
+	return s
+}
+
+// digest hashes the whole replicated state in a canonical order (64-bit
+// FNV-1a). Two nodes with equal digests at equal T hold the same state.
+func (s *state) digest() uint64 {
+	var b []byte
+	u := func(v uint64) { b = binary.AppendUvarint(b, v) }
+	str := func(v string) { u(uint64(len(v))); b = append(b, v...) }
+	u(s.instance)
+	u(s.t)
+	u(uint64(s.nextID))
+	p := s.params
+	u(p.TurnLength)
+	u(uint64(p.MaxMembers))
+	u(p.LeaseTicks)
+	u(p.LeaseMarginTicks)
+	u(p.TickMicros)
+	u(uint64(len(s.members)))
+	for _, m := range s.members {
+		u(uint64(m.id))
+		u(m.inc)
+		str(m.addr)
+		u(m.silence)
+		u(m.floor)
+		u(uint64(len(m.decided)))
+		for _, d := range m.decided {
+			u(d)
+		}
+	}
+	names := s.resourceNames()
+	u(uint64(len(names)))
+	for _, name := range names {
+		r := s.resources[name]
+		str(name)
+		u(uint64(r.holder))
+		u(r.holderReq)
+		u(r.token)
+		u(uint64(len(r.queue)))
+		for _, w := range r.queue {
+			u(uint64(w.Node))
+			u(w.Req)
+			u(w.Since)
+		}
+	}
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
+// String renders the state compactly, for test failures.
+func (s *state) String() string {
+	var sb strings.Builder
+	sb.WriteString("members:")
+	for _, m := range s.members {
+		sb.WriteString(" ")
+		sb.WriteString(strconv.FormatUint(uint64(m.id), 10))
+	}
+	for _, name := range s.resourceNames() {
+		r := s.resources[name]
+		sb.WriteString(" | " + name + "=" + strconv.FormatUint(uint64(r.holder), 10) + " q[")
+		for i, w := range r.queue {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString(strconv.FormatUint(uint64(w.Node), 10))
+		}
+		sb.WriteString("]")
+	}
+	return sb.String()
+}
