@@ -1,0 +1,366 @@
+// Package simtest runs arbiter state machines over a deterministic, seeded,
+// in-memory network: virtual time, per-datagram delay, loss, duplication and
+// reordering, crashes and restarts. It checks the protocol's properties after
+// every delivery (mutual exclusion, agreement of the decision log, FIFO grant
+// order against a reference model) and counts every datagram by class.
+//
+// Every source of randomness is one math/rand generator seeded from
+// Options.Seed, and nothing depends on map order or wall time, so a seed
+// replays exactly: the same seed gives the same trace hash.
+package simtest
+
+import (
+	"container/heap"
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"math/rand"
+	"slices"
+	"strings"
+
+	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// SubTicks is the number of virtual time units in one tick. Delays are drawn
+// in these units, so that datagrams overtake each other within a tick.
+const SubTicks = 10
+
+// Options configures a simulation.
+type Options struct {
+	Seed  int64
+	Hosts int // host 0 founds the group; the others join at start
+	// Loss and Dup are the probabilities that one copy of a datagram (one
+	// receiver's) is lost, or delivered twice.
+	Loss, Dup float64
+	// MinDelay and MaxDelay bound the one-way delay in sub-ticks (default 1
+	// and SubTicks). Independent delays reorder datagrams.
+	MinDelay, MaxDelay int
+	// Tweak adjusts every node's configuration.
+	Tweak func(*arbiter.Config)
+	// Drop, if set, decides the fate of each copy before Loss does: scenario
+	// tests drop exactly the datagram the paper's story loses.
+	Drop func(d *Datagram) bool
+	// Delivered, if set, sees every copy as it reaches a live host, before
+	// the host steps it.
+	Delivered func(d *Datagram)
+	// Trace, if set, receives a line for every delivery and event.
+	Trace func(string)
+}
+
+// Datagram is one copy of a datagram on its way to one host.
+type Datagram struct {
+	From, To  int
+	Multicast bool
+	Sent      int64
+	Data      []byte
+	Packet    wire.Packet // decoded at send time, for hooks and accounting
+}
+
+// Has reports whether the datagram carries a message of kind k.
+func (d *Datagram) Has(k wire.Kind) bool {
+	return slices.ContainsFunc(d.Packet.Messages, func(m wire.Message) bool { return m.Kind() == k })
+}
+
+// Host is one machine slot: it runs one node at a time; a restart puts a new
+// incarnation in the same slot, at the same address.
+type Host struct {
+	Index int
+	Addr  string
+	Node  *arbiter.Node
+	Alive bool
+	// Events received from the current node, in order.
+	Events []arbiter.Event
+	// OnEvent, if set, is called for each event after the checks.
+	OnEvent func(h *Host, e arbiter.Event)
+}
+
+// Sim is one simulation run.
+type Sim struct {
+	Opt   Options
+	Rand  *rand.Rand
+	Now   int64 // virtual time in sub-ticks
+	Hosts []*Host
+	Stats Stats
+	Check *Checker
+
+	codec *wire.Codec
+	queue deliveries
+	seq   uint64
+	trace hash.Hash64
+}
+
+// Stats counts what went over the simulated network.
+type Stats struct {
+	Datagrams map[Class]int // datagrams sent (a multicast counts once)
+	Bytes     map[Class]int
+	Messages  map[wire.Kind]int
+	Delivered int // datagram copies delivered
+	Lost      int
+	Entries   int // grants reported to the application
+}
+
+// New builds a simulation: host 0 founds the group and the others join.
+func New(opt Options) *Sim {
+	if opt.MaxDelay == 0 {
+		opt.MinDelay, opt.MaxDelay = 1, SubTicks
+	}
+	c, err := wire.NewCodec(wire.DefaultLimits())
+	if err != nil {
+		panic(err)
+	}
+	s := &Sim{
+		Opt:   opt,
+		Rand:  rand.New(rand.NewSource(opt.Seed)),
+		codec: c,
+		trace: fnv.New64a(),
+		Stats: Stats{Datagrams: map[Class]int{}, Bytes: map[Class]int{}, Messages: map[wire.Kind]int{}},
+	}
+	s.Check = newChecker(s)
+	for i := 0; i < opt.Hosts; i++ {
+		s.Hosts = append(s.Hosts, &Host{Index: i, Addr: fmt.Sprintf("h%d", i)})
+	}
+	for i := range s.Hosts {
+		s.Start(i, i == 0)
+	}
+	return s
+}
+
+// Config returns the configuration a node in host i gets.
+func (s *Sim) Config(i int, bootstrap bool) arbiter.Config {
+	cfg := arbiter.DefaultConfig()
+	cfg.Group = wire.GroupID("sim")
+	cfg.Inc = s.Rand.Uint64() | 1
+	cfg.Addr = s.Hosts[i].Addr
+	cfg.Bootstrap = bootstrap
+	if s.Opt.Tweak != nil {
+		s.Opt.Tweak(&cfg)
+	}
+	return cfg
+}
+
+// Start runs a new incarnation in host i (a fresh process: it joins, or with
+// bootstrap founds the group).
+func (s *Sim) Start(i int, bootstrap bool) {
+	n, err := arbiter.New(s.Config(i, bootstrap))
+	if err != nil {
+		panic(err)
+	}
+	h := s.Hosts[i]
+	h.Node, h.Alive, h.Events = n, true, nil
+	s.collect(h)
+}
+
+// Crash stops host i's process at once: it sends and receives nothing more.
+func (s *Sim) Crash(i int) {
+	h := s.Hosts[i]
+	if !h.Alive {
+		return
+	}
+	h.Alive = false
+	s.Check.crashed(h)
+	s.tracef("crash h%d (node %d)", i, h.Node.ID())
+}
+
+// RunTicks advances virtual time by n ticks, delivering datagrams and
+// ticking every live node once per tick.
+func (s *Sim) RunTicks(n int) { s.RunUntil(s.Now+int64(n)*SubTicks, nil) }
+
+// RunUntil runs until virtual time end, or until cond (checked after every
+// tick) holds; it reports whether cond held.
+func (s *Sim) RunUntil(end int64, cond func() bool) bool {
+	for s.Now < end {
+		next := s.Now + SubTicks - s.Now%SubTicks
+		for s.queue.Len() > 0 && s.queue[0].at < next {
+			d := heap.Pop(&s.queue).(*delivery)
+			s.Now = d.at
+			s.deliver(d.dgram)
+		}
+		s.Now = next
+		for _, h := range s.Hosts {
+			if h.Alive {
+				h.Node.Tick()
+				s.collect(h)
+			}
+		}
+		s.Check.oneServer()
+		if cond != nil && cond() {
+			return true
+		}
+	}
+	return cond == nil
+}
+
+// Tick returns the current virtual time in ticks.
+func (s *Sim) Tick() int64 { return s.Now / SubTicks }
+
+// TraceHash is a hash of every delivery and event so far: equal for equal
+// seeds.
+func (s *Sim) TraceHash() uint64 { return s.trace.Sum64() }
+
+func (s *Sim) deliver(d *Datagram) {
+	h := s.Hosts[d.To]
+	if !h.Alive {
+		return
+	}
+	s.Stats.Delivered++
+	if s.Opt.Delivered != nil {
+		s.Opt.Delivered(d)
+	}
+	s.trace.Write(d.Data)
+	fmt.Fprintf(s.trace, "@%d>%d", s.Now, d.To)
+	p, err := s.codec.Decode(d.Data)
+	if err != nil {
+		panic(fmt.Sprintf("simtest: a node sent an undecodable datagram: %v", err))
+	}
+	for _, m := range p.Messages {
+		if s.Opt.Trace != nil {
+			s.tracef("h%d→h%d %s %s", d.From, d.To, m.Kind(), brief(m))
+		}
+		_ = h.Node.Step(s.Hosts[d.From].Addr, p.Header, m)
+		s.collect(h)
+	}
+	s.Check.afterDelivery(h)
+}
+
+// collect takes a node's Ready: datagrams go on the network (recorded in the
+// checker first), events go through the checks.
+func (s *Sim) collect(h *Host) {
+	if !h.Node.HasReady() {
+		return
+	}
+	rd := h.Node.Ready()
+	h.Node.Advance()
+	// Consecutive messages to the same destination share datagrams, as the
+	// runtime sends them.
+	for i := 0; i < len(rd.Messages); {
+		j := i + 1
+		for j < len(rd.Messages) && rd.Messages[j].Addr == rd.Messages[i].Addr {
+			j++
+		}
+		msgs := make([]wire.Message, 0, j-i)
+		for _, o := range rd.Messages[i:j] {
+			msgs = append(msgs, o.Msg)
+		}
+		s.send(h, rd.Header, rd.Messages[i].Addr, msgs)
+		i = j
+	}
+	for _, e := range rd.Events {
+		h.Events = append(h.Events, e)
+		fmt.Fprintf(s.trace, "e%d:%d:%s:%d", h.Index, e.Kind, e.Resource, e.Token)
+		if s.Opt.Trace != nil {
+			s.tracef("h%d event %s node=%d res=%q token=%d %s", h.Index, e.Kind, e.Node, e.Resource, e.Token, e.Reason)
+		}
+		s.Check.event(h, e)
+		if h.OnEvent != nil {
+			h.OnEvent(h, e)
+		}
+	}
+}
+
+func (s *Sim) send(h *Host, hdr wire.Header, addr string, msgs []wire.Message) {
+	dgrams, err := s.codec.Pack(hdr, msgs)
+	if err != nil {
+		panic(fmt.Sprintf("simtest: host %d produced an unsendable batch: %v", h.Index, err))
+	}
+	for _, data := range dgrams {
+		p, err := s.codec.Decode(data)
+		if err != nil {
+			panic(err)
+		}
+		class := classify(&p, addr == "")
+		s.Stats.Datagrams[class]++
+		s.Stats.Bytes[class] += len(data)
+		for _, m := range p.Messages {
+			s.Stats.Messages[m.Kind()]++
+		}
+		s.Check.sent(h, &p)
+		if addr == "" {
+			for _, to := range s.Hosts {
+				if to != h {
+					s.transmit(&Datagram{From: h.Index, To: to.Index, Multicast: true, Sent: s.Now, Data: data, Packet: p})
+				}
+			}
+		} else if to := s.hostByAddr(addr); to != nil {
+			s.transmit(&Datagram{From: h.Index, To: to.Index, Sent: s.Now, Data: data, Packet: p})
+		}
+	}
+}
+
+func (s *Sim) hostByAddr(addr string) *Host {
+	for _, h := range s.Hosts {
+		if h.Addr == addr {
+			return h
+		}
+	}
+	return nil
+}
+
+// transmit puts one copy on the network, subject to the hook, loss and
+// duplication. The random draws happen for every copy in the same order
+// whatever the outcome, so that one dropped datagram does not shift the rest
+// of the run's randomness.
+func (s *Sim) transmit(d *Datagram) {
+	lost := s.Rand.Float64() < s.Opt.Loss
+	dup := s.Rand.Float64() < s.Opt.Dup
+	delay1, delay2 := s.delay(), s.delay()
+	if s.Opt.Drop != nil && s.Opt.Drop(d) {
+		s.Stats.Lost++
+		return
+	}
+	if lost {
+		s.Stats.Lost++
+		return
+	}
+	s.schedule(d, delay1)
+	if dup {
+		s.schedule(d, delay2)
+	}
+}
+
+func (s *Sim) delay() int64 {
+	return int64(s.Opt.MinDelay + s.Rand.Intn(s.Opt.MaxDelay-s.Opt.MinDelay+1))
+}
+
+func (s *Sim) schedule(d *Datagram, delay int64) {
+	s.seq++
+	heap.Push(&s.queue, &delivery{at: s.Now + delay, seq: s.seq, dgram: d})
+}
+
+func (s *Sim) tracef(format string, args ...any) {
+	if s.Opt.Trace != nil {
+		s.Opt.Trace(fmt.Sprintf("%6d.%d ", s.Now/SubTicks, s.Now%SubTicks) + fmt.Sprintf(format, args...))
+	}
+}
+
+// brief renders a message's fields for traces.
+func brief(m wire.Message) string {
+	s := fmt.Sprintf("%+v", m)
+	s = strings.TrimPrefix(s, "&{_struct:{} ")
+	return strings.TrimSuffix(s, "}")
+}
+
+type delivery struct {
+	at    int64
+	seq   uint64
+	dgram *Datagram
+}
+
+// deliveries is a min-heap by (time, sequence): ties go in send order.
+type deliveries []*delivery
+
+func (q deliveries) Len() int { return len(q) }
+func (q deliveries) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q deliveries) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *deliveries) Push(x any)   { *q = append(*q, x.(*delivery)) }
+func (q *deliveries) Pop() any {
+	old := *q
+	d := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return d
+}
