@@ -4,17 +4,19 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/mcnode/mcnode/wire"
 )
 
 // accounting runs a loss-free group under a workload and returns datagrams
 // per critical-section entry by class.
-func accounting(t *testing.T, hosts, resources, thinkMax, ticks int) (perEntry map[Class]float64, entries int) {
+func accounting(t *testing.T, hosts, resources, thinkMax, ticks int) (perEntry map[wire.Class]float64, entries int) {
 	t.Helper()
 	s := New(Options{Seed: int64(hosts*100 + resources), Hosts: hosts})
 	w := NewWorkload(s, resources)
 	w.ThinkMin, w.ThinkMax, w.HoldMin, w.HoldMax = 0, thinkMax, 1, 3
 	w.Run(100) // everyone joins
-	before := map[Class]int{}
+	before := map[wire.Class]int{}
 	for c, n := range s.Stats.Datagrams {
 		before[c] = n
 	}
@@ -27,14 +29,14 @@ func accounting(t *testing.T, hosts, resources, thinkMax, ticks int) (perEntry m
 	if entries == 0 {
 		t.Fatalf("N=%d: no entries", hosts)
 	}
-	perEntry = map[Class]float64{}
-	for _, c := range Classes {
+	perEntry = map[wire.Class]float64{}
+	for _, c := range wire.Classes {
 		perEntry[c] = float64(s.Stats.Datagrams[c]-before[c]) / float64(entries)
 	}
 	return perEntry, entries
 }
 
-func coreAndRest(p map[Class]float64) (core, rest float64) {
+func coreAndRest(p map[wire.Class]float64) (core, rest float64) {
 	for c, v := range p {
 		if c.Core() {
 			core += v
@@ -58,13 +60,13 @@ func TestMessagesPerEntryHeavyLoad(t *testing.T) {
 		p, entries := accounting(t, n, 1, 0, 2000)
 		core, rest := coreAndRest(p)
 		fmt.Fprintf(&table, "%4d %9d %8.3f %8.3f %8.3f %7.3f | %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f\n",
-			n, entries, p[ClassRequest], p[ClassDecision], p[ClassRelease], core,
-			p[ClassSync], p[ClassPing], p[ClassHeartbeat], p[ClassRepair], p[ClassJoin], rest-p[ClassSync]-p[ClassPing]-p[ClassHeartbeat]-p[ClassRepair]-p[ClassJoin])
+			n, entries, p[wire.ClassRequest], p[wire.ClassDecision], p[wire.ClassRelease], core,
+			p[wire.ClassSync], p[wire.ClassPing], p[wire.ClassHeartbeat], p[wire.ClassRepair], p[wire.ClassJoin], rest-p[wire.ClassSync]-p[wire.ClassPing]-p[wire.ClassHeartbeat]-p[wire.ClassRepair]-p[wire.ClassJoin])
 		if core > 3 {
 			t.Errorf("N=%d: %.3f datagrams per entry at heavy load, want at most 3", n, core)
 		}
-		if p[ClassRepair] > 0 {
-			t.Errorf("N=%d: %.3f repair datagrams per entry without loss: something is retried needlessly", n, p[ClassRepair])
+		if p[wire.ClassRepair] > 0 {
+			t.Errorf("N=%d: %.3f repair datagrams per entry without loss: something is retried needlessly", n, p[wire.ClassRepair])
 		}
 	}
 	t.Logf("datagrams per critical-section entry, heavy load, one resource, no loss:\n%s", table.String())
@@ -78,7 +80,7 @@ func TestMessagesPerEntryLightLoad(t *testing.T) {
 		p, _ := accounting(t, n, 4, 400, 4000)
 		core, rest := coreAndRest(p)
 		t.Logf("N=%2d light load: %.3f core datagrams per entry (request %.3f, decision %.3f, release %.3f), %.3f membership",
-			n, core, p[ClassRequest], p[ClassDecision], p[ClassRelease], rest)
+			n, core, p[wire.ClassRequest], p[wire.ClassDecision], p[wire.ClassRelease], rest)
 		if core > 4 {
 			t.Errorf("N=%d: %.3f datagrams per entry at light load, want at most 4", n, core)
 		}

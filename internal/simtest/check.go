@@ -10,59 +10,6 @@ import (
 	"github.com/mcnode/mcnode/wire"
 )
 
-// Class groups datagrams for message accounting.
-type Class string
-
-// Datagram classes. Request, decision and release are the protocol's cost
-// per critical-section entry; the others are membership and repair traffic,
-// reported apart.
-const (
-	ClassRequest   Class = "request"   // requests and cancels
-	ClassDecision  Class = "decision"  // multicast decisions other than a bare SYNC
-	ClassRelease   Class = "release"   // holders' releases
-	ClassSync      Class = "sync"      // SYNC hand-overs and their retries
-	ClassPing      Class = "ping"      // pings and replies
-	ClassHeartbeat Class = "heartbeat" // idle servers' heartbeats
-	ClassRepair    Class = "repair"    // NAKs and retransmitted decisions
-	ClassJoin      Class = "join"      // join requests, greetings, state transfer, leaves
-	ClassUpdate    Class = "update"    // application state updates
-)
-
-// Classes lists every class, core first.
-var Classes = []Class{ClassRequest, ClassDecision, ClassRelease, ClassSync, ClassPing, ClassHeartbeat, ClassRepair, ClassJoin, ClassUpdate}
-
-// Core reports whether the class is part of the per-entry cost (request,
-// grant, release).
-func (c Class) Core() bool { return c == ClassRequest || c == ClassDecision || c == ClassRelease }
-
-func classify(p *wire.Packet, multicast bool) Class {
-	has := func(kinds ...wire.Kind) bool {
-		return slices.ContainsFunc(p.Messages, func(m wire.Message) bool { return slices.Contains(kinds, m.Kind()) })
-	}
-	entryDecisions := []wire.Kind{wire.KindGrant, wire.KindReleased}
-	switch {
-	case multicast && has(entryDecisions...):
-		return ClassDecision
-	case has(wire.KindRequest, wire.KindCancel):
-		return ClassRequest
-	case has(wire.KindRelease):
-		return ClassRelease
-	case multicast && has(wire.KindOkToJoin, wire.KindGroupFull, wire.KindLeft):
-		return ClassJoin
-	case has(wire.KindSync) && (multicast || len(p.Messages) == 1):
-		return ClassSync
-	case has(wire.KindNak) || (!multicast && has(wire.KindGrant, wire.KindReleased, wire.KindSync, wire.KindOkToJoin, wire.KindGroupFull, wire.KindLeft)):
-		return ClassRepair
-	case has(wire.KindPing, wire.KindPingReply):
-		return ClassPing
-	case has(wire.KindHeartbeat):
-		return ClassHeartbeat
-	case has(wire.KindUpdate):
-		return ClassUpdate
-	}
-	return ClassJoin
-}
-
 // Checker holds the invariants of a run and the violations found.
 type Checker struct {
 	s          *Sim

@@ -92,8 +92,8 @@ type Sim struct {
 
 // Stats counts what went over the simulated network.
 type Stats struct {
-	Datagrams map[Class]int // datagrams sent (a multicast counts once)
-	Bytes     map[Class]int
+	Datagrams map[wire.Class]int // datagrams sent (a multicast counts once)
+	Bytes     map[wire.Class]int
 	Messages  map[wire.Kind]int
 	Delivered int // datagram copies delivered
 	Lost      int
@@ -114,7 +114,7 @@ func New(opt Options) *Sim {
 		Rand:  rand.New(rand.NewSource(opt.Seed)),
 		codec: c,
 		trace: fnv.New64a(),
-		Stats: Stats{Datagrams: map[Class]int{}, Bytes: map[Class]int{}, Messages: map[wire.Kind]int{}},
+		Stats: Stats{Datagrams: map[wire.Class]int{}, Bytes: map[wire.Class]int{}, Messages: map[wire.Kind]int{}},
 	}
 	s.Check = newChecker(s)
 	for i := 0; i < opt.Hosts; i++ {
@@ -268,7 +268,7 @@ func (s *Sim) send(h *Host, hdr wire.Header, addr string, msgs []wire.Message) {
 		if err != nil {
 			panic(err)
 		}
-		class := classify(&p, addr == "")
+		class := wire.Classify(&p, addr == "")
 		s.Stats.Datagrams[class]++
 		s.Stats.Bytes[class] += len(data)
 		for _, m := range p.Messages {

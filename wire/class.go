@@ -1,0 +1,60 @@
+package wire
+
+import "slices"
+
+// Class groups datagrams for message accounting.
+type Class string
+
+// Datagram classes. Request, decision and release are the protocol's cost
+// per critical-section entry; the others are membership and repair traffic,
+// reported apart.
+const (
+	ClassRequest   Class = "request"   // requests and cancels
+	ClassDecision  Class = "decision"  // multicast decisions other than a bare SYNC
+	ClassRelease   Class = "release"   // holders' releases
+	ClassSync      Class = "sync"      // SYNC hand-overs and their retries
+	ClassPing      Class = "ping"      // pings and replies
+	ClassHeartbeat Class = "heartbeat" // idle servers' heartbeats
+	ClassRepair    Class = "repair"    // NAKs and retransmitted decisions
+	ClassJoin      Class = "join"      // join requests, greetings, state transfer, leaves
+	ClassUpdate    Class = "update"    // application state updates
+)
+
+// Classes lists every class, core first.
+var Classes = []Class{ClassRequest, ClassDecision, ClassRelease, ClassSync, ClassPing, ClassHeartbeat, ClassRepair, ClassJoin, ClassUpdate}
+
+// Core reports whether the class is part of the per-entry cost (request,
+// grant, release).
+func (c Class) Core() bool { return c == ClassRequest || c == ClassDecision || c == ClassRelease }
+
+// Classify says which class a datagram belongs to, from the messages it
+// carries and whether it was multicast. A datagram that carries a grant or a
+// release decision counts as a decision even if a SYNC or a queued request
+// rides along: that is the datagram the entry cost.
+func Classify(p *Packet, multicast bool) Class {
+	has := func(kinds ...Kind) bool {
+		return slices.ContainsFunc(p.Messages, func(m Message) bool { return slices.Contains(kinds, m.Kind()) })
+	}
+	entryDecisions := []Kind{KindGrant, KindReleased}
+	switch {
+	case multicast && has(entryDecisions...):
+		return ClassDecision
+	case has(KindRequest, KindCancel):
+		return ClassRequest
+	case has(KindRelease):
+		return ClassRelease
+	case multicast && has(KindOkToJoin, KindGroupFull, KindLeft):
+		return ClassJoin
+	case has(KindSync) && (multicast || len(p.Messages) == 1):
+		return ClassSync
+	case has(KindNak) || (!multicast && has(KindGrant, KindReleased, KindSync, KindOkToJoin, KindGroupFull, KindLeft)):
+		return ClassRepair
+	case has(KindPing, KindPingReply):
+		return ClassPing
+	case has(KindHeartbeat):
+		return ClassHeartbeat
+	case has(KindUpdate):
+		return ClassUpdate
+	}
+	return ClassJoin
+}
