@@ -144,30 +144,39 @@ func (c *Codec) AppendMessage(dst []byte, m Message) ([]byte, error) {
 // then.
 func (c *Codec) Pack(h Header, msgs []Message) ([][]byte, error) {
 	var out [][]byte
-	var cur []byte
-	var frame []byte
-	for _, m := range msgs {
-		var err error
-		frame, err = c.AppendMessage(frame[:0], m)
+	err := c.PackEach(h, msgs, func(data []byte, _ *Packet) { out = append(out, data) })
+	return out, err
+}
+
+// PackEach packs like Pack and calls emit with each datagram and the packet
+// it carries (for accounting). It encodes every message before it emits
+// anything, so on error nothing has been emitted.
+func (c *Codec) PackEach(h Header, msgs []Message, emit func(data []byte, p *Packet)) error {
+	frames := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		frame, err := c.AppendMessage(nil, m)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if HeaderLen+len(frame) > c.limits.MaxDatagram {
-			return nil, fmt.Errorf("%w: %s message of %d bytes", ErrTooLarge, m.Kind(), len(frame))
+			return fmt.Errorf("%w: %s message of %d bytes", ErrTooLarge, m.Kind(), len(frame))
 		}
-		if cur != nil && len(cur)+len(frame) > c.limits.MaxDatagram {
-			out = append(out, cur)
-			cur = nil
-		}
-		if cur == nil {
-			cur = AppendHeader(make([]byte, 0, c.limits.MaxDatagram), h)
-		}
-		cur = append(cur, frame...)
+		frames[i] = frame
 	}
-	if cur != nil {
-		out = append(out, cur)
+	for start := 0; start < len(frames); {
+		size, end := HeaderLen, start
+		for end < len(frames) && size+len(frames[end]) <= c.limits.MaxDatagram {
+			size += len(frames[end])
+			end++
+		}
+		data := AppendHeader(make([]byte, 0, size), h)
+		for _, f := range frames[start:end] {
+			data = append(data, f...)
+		}
+		emit(data, &Packet{Header: h, Messages: msgs[start:end]})
+		start = end
 	}
-	return out, nil
+	return nil
 }
 
 // DecodeHeader decodes and checks the datagram header alone, so that a

@@ -1,0 +1,245 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// Config configures a node. Start from DefaultLANConfig or DefaultLocalConfig
+// and change what you need; Validate (which Join calls) names any field that
+// is wrong.
+type Config struct {
+	// Name names the group. Nodes with different names ignore each other
+	// even on one multicast address. Required.
+	Name string
+
+	// Address is the multicast group and port, e.g. 239.192.0.1:7946.
+	// Every member of a group uses the same one.
+	Address string
+	// Interface names the network interface to join the group on and send
+	// multicast through (e.g. eth0). Required for UDP.
+	Interface string
+	// Bind is this node's unicast address (host:port). Empty picks the
+	// interface's first IPv4 address and a free port.
+	Bind string
+	// TTL is the multicast time-to-live: 1 stays on the LAN segment, 0 on
+	// this host (the kernel never sends it out).
+	TTL int
+	// Loopback delivers this host's multicast to its other nodes; needed to
+	// run several nodes on one host.
+	Loopback bool
+
+	// Tick is the runtime's clock resolution: timers below are rounded up
+	// to whole ticks. Every member must use the same tick.
+	Tick time.Duration
+	// TurnLength is how many decisions a server makes before handing over,
+	// if its turn does not end first by TurnTimeout. Group-wide: the
+	// founder's value holds.
+	TurnLength int
+	// MaxMembers is the group's size limit; a newcomer beyond it is refused
+	// (GROUP_FULL). Group-wide.
+	MaxMembers int
+	// LeaseTimeout is how long a member keeps what it holds without
+	// confirmed contact with the group; the group reclaims a silent
+	// member's resources LeaseMargin after that. Group-wide.
+	LeaseTimeout time.Duration
+	// LeaseMargin covers one-way delay and clock-rate drift. Group-wide.
+	LeaseMargin time.Duration
+	// TurnTimeout is the longest turn: an idle group still rotates the
+	// server, pings members and reclaims from dead ones this often.
+	TurnTimeout time.Duration
+	// RetryInterval is how long a request, release or leave waits for its
+	// decision before it is sent again.
+	RetryInterval time.Duration
+	// HeartbeatInterval is how often an idle server says it is there.
+	HeartbeatInterval time.Duration
+	// PingTimeout is how long a server waits for members to answer its
+	// ping before it may end its turn without them.
+	PingTimeout time.Duration
+	// JoinTimeout is how long Join waits for an existing group to answer
+	// before it founds a new one (if Bootstrap), and how often the join
+	// request is repeated.
+	JoinTimeout time.Duration
+	// Bootstrap lets Join found a new group when none answers within
+	// JoinTimeout. Without it, Join waits for a group (until ctx ends).
+	Bootstrap bool
+
+	// MaxDatagram is the largest datagram sent or accepted, in bytes.
+	MaxDatagram int
+
+	// Transport, if set, replaces UDP (Address, Interface, Bind, TTL and
+	// Loopback are then unused); group/memnet provides one for tests.
+	Transport Transport
+	// Clock drives the runtime's ticks; nil is the system clock.
+	Clock Clock
+	// Logger receives the runtime's log; the zero value logs nothing.
+	Logger zerolog.Logger
+}
+
+// DefaultLANConfig returns settings for a group on one LAN segment: TTL 1,
+// a 10 ms tick, turns of at most 64 decisions or 500 ms, a 1.5 s lease.
+// Name and Interface have no default.
+func DefaultLANConfig() Config {
+	return Config{
+		Address:           "239.192.77.1:7946",
+		TTL:               1,
+		Loopback:          true,
+		Tick:              10 * time.Millisecond,
+		TurnLength:        64,
+		MaxMembers:        64,
+		LeaseTimeout:      1500 * time.Millisecond,
+		LeaseMargin:       300 * time.Millisecond,
+		TurnTimeout:       500 * time.Millisecond,
+		RetryInterval:     100 * time.Millisecond,
+		HeartbeatInterval: 200 * time.Millisecond,
+		PingTimeout:       200 * time.Millisecond,
+		JoinTimeout:       1 * time.Second,
+		Bootstrap:         true,
+		MaxDatagram:       1400,
+		Logger:            zerolog.Nop(),
+	}
+}
+
+// DefaultLocalConfig returns settings for a group whose members all run on
+// this host: the loopback interface, TTL 0, loopback delivery on, and a
+// shorter join wait.
+func DefaultLocalConfig() Config {
+	c := DefaultLANConfig()
+	c.Address = "239.192.77.2:7946"
+	c.Interface = "lo"
+	c.TTL = 0
+	c.Loopback = true
+	c.JoinTimeout = 300 * time.Millisecond
+	return c
+}
+
+// ErrConfig wraps every configuration error; the message names the field.
+var ErrConfig = errors.New("group: bad config")
+
+// Validate checks every field and says which is wrong.
+func (c *Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	}
+	if c.Name == "" {
+		return bad("Name is empty: give the group a name")
+	}
+	if len(c.Name) > 255 {
+		return bad("Name is %d bytes, at most 255", len(c.Name))
+	}
+	if c.Transport == nil {
+		ap, err := netip.ParseAddrPort(c.Address)
+		if err != nil || !ap.Addr().Is4() || !ap.Addr().IsMulticast() || ap.Port() == 0 {
+			return bad("Address %q is not an IPv4 multicast address with a port (e.g. 239.192.0.1:7946)", c.Address)
+		}
+		if c.Interface == "" {
+			return bad("Interface is empty: name the interface to join the group on (e.g. eth0, or lo for one host)")
+		}
+		if c.Bind != "" {
+			if _, err := netip.ParseAddrPort(c.Bind); err != nil {
+				return bad("Bind %q is not host:port: %v", c.Bind, err)
+			}
+		}
+		if c.TTL < 0 || c.TTL > 255 {
+			return bad("TTL %d not in [0, 255]", c.TTL)
+		}
+	}
+	positive := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"Tick", c.Tick}, {"LeaseTimeout", c.LeaseTimeout}, {"TurnTimeout", c.TurnTimeout},
+		{"RetryInterval", c.RetryInterval}, {"HeartbeatInterval", c.HeartbeatInterval},
+		{"PingTimeout", c.PingTimeout}, {"JoinTimeout", c.JoinTimeout},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			return bad("%s %v must be positive", p.name, p.d)
+		}
+	}
+	if c.LeaseMargin < 0 {
+		return bad("LeaseMargin %v is negative", c.LeaseMargin)
+	}
+	if c.TurnLength < 2 {
+		return bad("TurnLength %d: a turn needs at least one decision and its SYNC", c.TurnLength)
+	}
+	if c.MaxMembers < 1 || c.MaxMembers > wire.DefaultLimits().MaxMembers {
+		return bad("MaxMembers %d not in [1, %d]", c.MaxMembers, wire.DefaultLimits().MaxMembers)
+	}
+	if c.MaxDatagram < 512 || c.MaxDatagram > wire.MaxUDPPayload {
+		return bad("MaxDatagram %d not in [512, %d]", c.MaxDatagram, wire.MaxUDPPayload)
+	}
+	if c.RetryInterval < 2*c.Tick {
+		return bad("RetryInterval %v must be at least two ticks (%v)", c.RetryInterval, 2*c.Tick)
+	}
+	if c.PingTimeout > c.TurnTimeout {
+		return bad("PingTimeout %v must not exceed TurnTimeout %v", c.PingTimeout, c.TurnTimeout)
+	}
+	if c.LeaseTimeout <= c.TurnTimeout+c.PingTimeout {
+		return bad("LeaseTimeout %v must exceed TurnTimeout+PingTimeout (%v): members renew it once a turn",
+			c.LeaseTimeout, c.TurnTimeout+c.PingTimeout)
+	}
+	_, err := c.machine(1, "x")
+	return err
+}
+
+// ticks converts a duration to whole ticks, rounding up.
+func (c *Config) ticks(d time.Duration) int {
+	return int((d + c.Tick - 1) / c.Tick)
+}
+
+// machine derives the state machine's configuration.
+func (c *Config) machine(inc uint64, addr string) (arbiter.Config, error) {
+	m := arbiter.DefaultConfig()
+	m.Group = wire.GroupID(c.Name)
+	m.Inc = inc
+	m.Addr = addr
+	m.Limits.MaxDatagram = c.MaxDatagram
+	m.Params = wire.Params{
+		TurnLength:       uint64(c.TurnLength),
+		MaxMembers:       uint32(c.MaxMembers),
+		LeaseTicks:       uint64(c.ticks(c.LeaseTimeout)),
+		LeaseMarginTicks: uint64(c.ticks(c.LeaseMargin)),
+		TickMicros:       uint64(c.Tick / time.Microsecond),
+	}
+	m.RetryTicks = c.ticks(c.RetryInterval)
+	m.LazyTicks = max(1, m.RetryTicks/2)
+	m.JoinRetryTicks = c.ticks(c.JoinTimeout)
+	m.HeartbeatTicks = c.ticks(c.HeartbeatInterval)
+	m.TurnTicks = c.ticks(c.TurnTimeout)
+	m.PingTimeoutTicks = c.ticks(c.PingTimeout)
+	m.PingRetryTicks = max(1, m.PingTimeoutTicks/4)
+	m.NakTicks = max(1, m.RetryTicks/5)
+	if c.Bootstrap {
+		m.FoundAfterTicks = c.ticks(c.JoinTimeout)
+	}
+	if _, err := arbiter.New(m); err != nil {
+		return m, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return m, nil
+}
+
+// transport opens the UDP transport the config describes.
+func (c *Config) transport() (Transport, error) {
+	ifi, err := net.InterfaceByName(c.Interface)
+	if err != nil {
+		return nil, fmt.Errorf("group: interface %q: %w", c.Interface, err)
+	}
+	if ifi.Flags&net.FlagUp == 0 {
+		return nil, fmt.Errorf("group: interface %q is down", c.Interface)
+	}
+	group, _ := netip.ParseAddrPort(c.Address)
+	var bind netip.AddrPort
+	if c.Bind != "" {
+		bind, _ = netip.ParseAddrPort(c.Bind)
+	}
+	return ListenUDP(UDPConfig{Group: group, Interface: ifi, Bind: bind, TTL: c.TTL, Loopback: c.Loopback, MaxDatagram: c.MaxDatagram})
+}

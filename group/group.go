@@ -1,0 +1,550 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// Errors returned by the runtime.
+var (
+	// ErrGroupFull: the group refused this node (GROUP_FULL).
+	ErrGroupFull = errors.New("group: the group is full")
+	// ErrClosed: the node has left or been closed.
+	ErrNodeClosed = errors.New("group: node closed")
+	// ErrRemoved: the group declared this node dead (it was not heard for
+	// longer than the lease) while the call waited. The node rejoins as a
+	// new member by itself; the call may be made again.
+	ErrRemoved = errors.New("group: this node was removed from the group")
+	// ErrLocked: TryAcquire found the resource held by another member.
+	ErrLocked = errors.New("group: resource is held by another member")
+	// ErrLeaseLost: the group took the resource back before Release
+	// (this node's lease ran out, or it was removed).
+	ErrLeaseLost = errors.New("group: lease lost")
+	// ErrTickMismatch: the group runs with another tick than this node.
+	ErrTickMismatch = errors.New("group: tick differs from the group's")
+)
+
+// Re-exported names from the state machine, so that users need only this
+// package.
+type (
+	// Event is something that happened in the group; see arbiter.Event.
+	Event = arbiter.Event
+	// EventKind says what an Event reports.
+	EventKind = arbiter.EventKind
+	// Member describes one member of the group.
+	Member = arbiter.MemberInfo
+	// NodeID is a member's logical ID.
+	NodeID = wire.NodeID
+)
+
+// Event kinds; see arbiter.EventKind.
+const (
+	EventFounded       = arbiter.EventFounded
+	EventJoined        = arbiter.EventJoined
+	EventGroupFull     = arbiter.EventGroupFull
+	EventLeft          = arbiter.EventLeft
+	EventRemoved       = arbiter.EventRemoved
+	EventMemberJoined  = arbiter.EventMemberJoined
+	EventMemberLeft    = arbiter.EventMemberLeft
+	EventMemberRemoved = arbiter.EventMemberRemoved
+	EventServerChanged = arbiter.EventServerChanged
+	EventQueued        = arbiter.EventQueued
+	EventGranted       = arbiter.EventGranted
+	EventReleased      = arbiter.EventReleased
+	EventLost          = arbiter.EventLost
+	EventUpdate        = arbiter.EventUpdate
+)
+
+// Group is one node's membership in a group: the runtime that drives the
+// rotating-arbiter state machine over a transport. It is safe for concurrent
+// use; every call is served by one goroutine that owns the machine.
+type Group struct {
+	cfg   Config
+	log   zerolog.Logger
+	tr    Transport
+	codec *wire.Codec
+	clock Clock
+	id    uint64 // wire.GroupID(cfg.Name)
+
+	ops    chan func()
+	stop   chan struct{}
+	done   chan struct{}
+	closer sync.Once
+	events chan Event
+
+	// Owned by the loop goroutine.
+	node    *arbiter.Node
+	joinErr chan error // the first join's outcome
+	left    chan struct{}
+	locks   map[string]*lockState
+	subs    map[int]*subscription
+	subSeq  int
+	stats   Stats
+	pending []wire.Message
+	batch   []Datagram
+}
+
+// Stats counts what the runtime sent, received and dropped.
+type Stats struct {
+	Sent          map[wire.Class]uint64 // datagrams sent, by class (a multicast counts once)
+	SentBytes     uint64
+	Received      uint64
+	Malformed     uint64 // datagrams that failed to decode: dropped
+	Foreign       uint64 // datagrams of another group or run: dropped
+	Forged        uint64 // datagrams whose sender did not match its member: dropped
+	EventsDropped uint64 // events not read from Events in time
+	Entries       uint64 // resources granted to this node
+	Rejoins       uint64 // times this node was removed and rejoined
+	Machine       arbiter.Stats
+}
+
+// Join joins the group cfg describes, founding it if nobody answers within
+// cfg.JoinTimeout and cfg.Bootstrap is set, and returns once this node is a
+// member (admitted, given the state, greeted by every member).
+func Join(ctx context.Context, cfg Config) (*Group, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		var err error
+		if tr, err = cfg.transport(); err != nil {
+			return nil, err
+		}
+	}
+	codec, err := wire.NewCodec(limits(cfg))
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	g := &Group{
+		cfg:     cfg,
+		log:     cfg.Logger.With().Str("group", cfg.Name).Logger(),
+		tr:      tr,
+		codec:   codec,
+		clock:   cfg.Clock,
+		id:      wire.GroupID(cfg.Name),
+		ops:     make(chan func()),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		events:  make(chan Event, 1024),
+		joinErr: make(chan error, 1),
+		locks:   map[string]*lockState{},
+		subs:    map[int]*subscription{},
+		stats:   Stats{Sent: map[wire.Class]uint64{}},
+	}
+	if g.clock == nil {
+		g.clock = SystemClock{}
+	}
+	if err := g.newNode(); err != nil {
+		tr.Close()
+		return nil, err
+	}
+	go g.run()
+	select {
+	case err := <-g.joinErr:
+		if err != nil {
+			g.Close()
+			return nil, err
+		}
+		return g, nil
+	case <-ctx.Done():
+		g.Close()
+		return nil, fmt.Errorf("group: joining %q: %w", cfg.Name, ctx.Err())
+	}
+}
+
+func limits(cfg Config) wire.Limits {
+	l := wire.DefaultLimits()
+	l.MaxDatagram = cfg.MaxDatagram
+	return l
+}
+
+// newNode starts a new incarnation of the state machine: at Join, and after
+// the group removed this node.
+func (g *Group) newNode() error {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Errorf("group: incarnation ID: %w", err)
+	}
+	inc := binary.LittleEndian.Uint64(b[:]) | 1
+	mc, err := g.cfg.machine(inc, g.tr.LocalAddr())
+	if err != nil {
+		return err
+	}
+	n, err := arbiter.New(mc)
+	if err != nil {
+		return err
+	}
+	g.node = n
+	g.log.Debug().Str("addr", g.tr.LocalAddr()).Uint64("incarnation", inc).Msg("asking to join")
+	return nil
+}
+
+// run is the node's goroutine: it alone touches the state machine.
+func (g *Group) run() {
+	defer close(g.done)
+	ticker := g.clock.NewTicker(g.cfg.Tick)
+	defer ticker.Stop()
+	packets := g.tr.Packets()
+	g.flush()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-ticker.C():
+			g.node.Tick()
+		case p, ok := <-packets:
+			if !ok {
+				g.log.Error().Msg("transport closed under the node")
+				return
+			}
+			g.receive(p)
+			// Take what else has arrived, so that one round of sending
+			// answers many datagrams.
+		drain:
+			for i := 0; i < 64; i++ {
+				select {
+				case p, ok := <-packets:
+					if !ok {
+						break drain
+					}
+					g.receive(p)
+				default:
+					break drain
+				}
+			}
+		case op := <-g.ops:
+			op()
+		}
+		g.flush()
+	}
+}
+
+// receive decodes one datagram and steps its messages.
+func (g *Group) receive(p Packet) {
+	g.stats.Received++
+	h, err := wire.DecodeHeader(p.Data)
+	if err == nil && h.Group != g.id {
+		g.stats.Foreign++
+		return
+	}
+	pkt, err := g.codec.Decode(p.Data)
+	if err != nil {
+		g.stats.Malformed++
+		g.log.Debug().Err(err).Str("from", p.Source).Msg("dropped a malformed datagram")
+		return
+	}
+	for _, m := range pkt.Messages {
+		switch err := g.node.Step(p.Source, pkt.Header, m); {
+		case errors.Is(err, arbiter.ErrForeignGroup):
+			g.stats.Foreign++
+			return
+		case errors.Is(err, arbiter.ErrForged):
+			g.stats.Forged++
+			return
+		}
+	}
+}
+
+// flush sends what the machine produced and handles its events, until it
+// has nothing more (handling an event can produce more).
+func (g *Group) flush() {
+	for round := 0; round < 16 && g.node.HasReady(); round++ {
+		rd := g.node.Ready()
+		g.node.Advance()
+		g.send(rd)
+		for _, e := range rd.Events {
+			g.handle(e)
+		}
+	}
+}
+
+// send packs the messages into datagrams (consecutive messages to one
+// address share them) and hands them to the transport in one batch.
+func (g *Group) send(rd arbiter.Ready) {
+	g.batch = g.batch[:0]
+	msgs := rd.Messages
+	for i := 0; i < len(msgs); {
+		j := i + 1
+		for j < len(msgs) && msgs[j].Addr == msgs[i].Addr {
+			j++
+		}
+		g.pending = g.pending[:0]
+		for _, o := range msgs[i:j] {
+			g.pending = append(g.pending, o.Msg)
+		}
+		to := msgs[i].Addr
+		err := g.codec.PackEach(rd.Header, g.pending, func(data []byte, p *wire.Packet) {
+			g.batch = append(g.batch, Datagram{To: to, Data: data})
+			g.stats.Sent[wire.Classify(p, to == "")]++
+			g.stats.SentBytes += uint64(len(data))
+		})
+		if err != nil {
+			g.log.Error().Err(err).Msg("could not encode a message; it was not sent")
+		}
+		i = j
+	}
+	if len(g.batch) > 0 {
+		if err := g.tr.Send(g.batch); err != nil {
+			g.log.Debug().Err(err).Msg("send failed; the protocol will retry")
+		}
+	}
+}
+
+// handle acts on one event of the state machine.
+func (g *Group) handle(e Event) {
+	g.logEvent(e)
+	switch e.Kind {
+	case EventJoined:
+		if p := g.node.Params(); p.TickMicros != uint64(g.cfg.Tick/time.Microsecond) {
+			err := fmt.Errorf("%w: the group ticks every %v, this node every %v; use the same -tick everywhere",
+				ErrTickMismatch, time.Duration(p.TickMicros)*time.Microsecond, g.cfg.Tick)
+			g.finishJoin(err)
+			return
+		}
+		g.finishJoin(nil)
+		for _, name := range sortedNames(g.locks) {
+			g.next(name)
+		}
+	case EventGroupFull:
+		g.finishJoin(ErrGroupFull)
+	case EventLeft:
+		if g.left != nil {
+			close(g.left)
+			g.left = nil
+		}
+	case EventRemoved:
+		g.removed()
+	case EventGranted:
+		g.stats.Entries++
+		g.granted(e)
+	case EventQueued:
+		g.queued(e)
+	case EventLost:
+		g.lost(e)
+	case EventUpdate:
+		g.publishLocal(e)
+	}
+	select {
+	case g.events <- e:
+	default:
+		g.stats.EventsDropped++
+	}
+}
+
+func (g *Group) finishJoin(err error) {
+	select {
+	case g.joinErr <- err:
+	default:
+	}
+}
+
+// removed handles this node being declared dead: every lease is lost, every
+// waiting call fails, and a new incarnation joins in its place.
+func (g *Group) removed() {
+	g.stats.Rejoins++
+	for _, name := range sortedNames(g.locks) {
+		ls := g.locks[name]
+		if ls.lease != nil {
+			ls.lease.lose(ErrRemoved)
+			ls.lease = nil
+		}
+		for _, w := range ls.waiters {
+			w.ch <- acquireResult{err: ErrRemoved}
+		}
+		delete(g.locks, name)
+	}
+	if err := g.newNode(); err != nil {
+		g.log.Error().Err(err).Msg("could not rejoin")
+	}
+}
+
+func (g *Group) logEvent(e Event) {
+	l := g.log
+	switch e.Kind {
+	case EventFounded:
+		l.Info().Uint64("node", uint64(e.Node)).Msg("no group answered: founded a new one")
+	case EventJoined:
+		l.Info().Uint64("node", uint64(e.Node)).Int("members", len(g.node.Members())).Uint64("T", e.T).Msg("joined the group")
+	case EventGroupFull:
+		l.Error().Msg("the group is full: refused")
+	case EventLeft:
+		l.Info().Msg("left the group")
+	case EventRemoved:
+		l.Warn().Str("reason", e.Reason).Msg("the group removed this node; rejoining as a new member")
+	case EventMemberJoined:
+		l.Info().Uint64("member", uint64(e.Node)).Uint64("T", e.T).Msg("member joined")
+	case EventMemberLeft:
+		l.Info().Uint64("member", uint64(e.Node)).Uint64("T", e.T).Msg("member left")
+	case EventMemberRemoved:
+		l.Warn().Uint64("member", uint64(e.Node)).Uint64("T", e.T).Msg("member removed: silent for longer than the lease; what it held is reclaimed")
+	case EventServerChanged:
+		l.Debug().Uint64("server", uint64(e.Node)).Uint64("T", e.T).Msg("server changed")
+	case EventGranted:
+		l.Debug().Str("resource", e.Resource).Uint64("token", e.Token).Msg("granted")
+	case EventReleased:
+		l.Debug().Str("resource", e.Resource).Uint64("token", e.Token).Msg("released")
+	case EventLost:
+		l.Warn().Str("resource", e.Resource).Uint64("token", e.Token).Str("reason", e.Reason).Msg("lost a resource")
+	}
+}
+
+// do runs f on the loop goroutine.
+func (g *Group) do(ctx context.Context, f func()) error {
+	select {
+	case g.ops <- f:
+		return nil
+	case <-g.done:
+		return ErrNodeClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// call runs f on the loop goroutine and waits for its error.
+func (g *Group) call(ctx context.Context, f func() error) error {
+	res := make(chan error, 1)
+	if err := g.do(ctx, func() { res <- f() }); err != nil {
+		return err
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-g.done:
+		return ErrNodeClosed
+	}
+}
+
+// ask runs f on the loop goroutine and returns its result.
+func ask[T any](g *Group, f func() T) (T, error) {
+	ch := make(chan T, 1)
+	if err := g.do(context.Background(), func() { ch <- f() }); err != nil {
+		var zero T
+		return zero, err
+	}
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-g.done:
+		var zero T
+		return zero, ErrNodeClosed
+	}
+}
+
+// ID returns this node's logical ID (it changes if the node is removed and
+// rejoins).
+func (g *Group) ID() NodeID {
+	id, _ := ask(g, func() NodeID { return g.node.ID() })
+	return id
+}
+
+// Addr returns this node's direct address.
+func (g *Group) Addr() string { return g.tr.LocalAddr() }
+
+// Members returns the current view, in logical-ID order.
+func (g *Group) Members() []Member {
+	m, _ := ask(g, g.node.Members)
+	return m
+}
+
+// Events returns the stream of events. It is buffered; events not read in
+// time are dropped (and counted in Stats), never block the node.
+func (g *Group) Events() <-chan Event { return g.events }
+
+// Status is a snapshot of the node and of the group as it sees it.
+type Status struct {
+	Group     string
+	Self      NodeID
+	Addr      string
+	Joined    bool
+	T         uint64
+	Server    NodeID
+	IsServer  bool
+	Instance  uint64
+	Members   []Member
+	Resources []arbiter.ResourceInfo
+	Held      []arbiter.Held
+	Stats     Stats
+}
+
+// Status reports the node and the group.
+func (g *Group) Status() (Status, error) {
+	return ask(g, func() Status {
+		srv, _ := g.node.Server()
+		st := g.stats
+		st.Sent = maps.Clone(g.stats.Sent)
+		st.Machine = g.node.Stats()
+		return Status{
+			Group: g.cfg.Name, Self: g.node.ID(), Addr: g.tr.LocalAddr(), Joined: g.node.Joined(),
+			T: g.node.T(), Server: srv, IsServer: g.node.IsServer(), Instance: g.node.Instance(),
+			Members: g.node.Members(), Resources: g.node.Resources(), Held: g.node.Held(), Stats: st,
+		}
+	})
+}
+
+// Leave tells the group this node is leaving (what it holds is released)
+// and closes it. It returns when the group has recorded the leave or ctx
+// ends; the node is closed either way.
+func (g *Group) Leave(ctx context.Context) error {
+	left := make(chan struct{})
+	err := g.call(ctx, func() error {
+		g.left = left
+		g.releaseAllLocal(ErrNodeClosed)
+		return g.node.Leave()
+	})
+	if err == nil {
+		select {
+		case <-left:
+		case <-ctx.Done():
+			err = fmt.Errorf("group: leave not confirmed: %w", ctx.Err())
+		case <-g.done:
+		}
+	}
+	return errors.Join(err, g.Close())
+}
+
+// Close stops the node at once, without telling the group: the others
+// notice its silence and reclaim what it held after the lease. Leave is the
+// polite way out.
+func (g *Group) Close() error {
+	var err error
+	g.closer.Do(func() {
+		close(g.stop)
+		<-g.done
+		g.releaseAllLocal(ErrNodeClosed)
+		err = g.tr.Close()
+	})
+	return err
+}
+
+// releaseAllLocal fails every waiting call and ends every lease locally.
+func (g *Group) releaseAllLocal(err error) {
+	for _, name := range sortedNames(g.locks) {
+		ls := g.locks[name]
+		if ls.lease != nil {
+			ls.lease.lose(err)
+		}
+		for _, w := range ls.waiters {
+			select {
+			case w.ch <- acquireResult{err: err}:
+			default:
+			}
+		}
+		delete(g.locks, name)
+	}
+}
+
+func sortedNames[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,0 +1,402 @@
+package group_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/group/memnet"
+)
+
+// memConfig is a config on an in-memory network.
+func memConfig(net *memnet.Network) group.Config {
+	c := group.DefaultLocalConfig()
+	c.Name = "test"
+	c.Transport = net.Endpoint()
+	return c
+}
+
+// joinAll joins n nodes, the first founding the group.
+func joinAll(t *testing.T, net *memnet.Network, n int) []*group.Group {
+	t.Helper()
+	var gs []*group.Group
+	for i := 0; i < n; i++ {
+		g, err := group.Join(context.Background(), memConfig(net))
+		if err != nil {
+			t.Fatalf("node %d: Join: %v", i, err)
+		}
+		gs = append(gs, g)
+	}
+	t.Cleanup(func() {
+		for _, g := range gs {
+			g.Close()
+		}
+	})
+	return gs
+}
+
+func TestJoinFoundsThenOthersJoin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(1)
+		gs := joinAll(t, net, 3)
+		for i, g := range gs {
+			if got := len(g.Members()); got != 3 {
+				t.Errorf("node %d sees %d members, want 3", i, got)
+			}
+		}
+		if gs[0].ID() != 1 || gs[1].ID() != 2 || gs[2].ID() != 3 {
+			t.Errorf("IDs %d %d %d, want 1 2 3 in join order", gs[0].ID(), gs[1].ID(), gs[2].ID())
+		}
+		for _, g := range gs {
+			g.Close()
+		}
+	})
+}
+
+// Many goroutines on every node take one lock over and over: never two
+// inside at once, every Acquire served, tokens strictly increasing.
+func TestAcquireIsMutuallyExclusive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(2)
+		net.SetDelay(200 * time.Microsecond)
+		gs := joinAll(t, net, 4)
+		var inside, overlaps, entries atomic.Int64
+		var mu sync.Mutex
+		var lastToken uint64
+		var wg sync.WaitGroup
+		for _, g := range gs {
+			for w := 0; w < 2; w++ { // two callers per node: the local queue
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 25; i++ {
+						l, err := g.Acquire(context.Background(), "r")
+						if err != nil {
+							t.Errorf("Acquire: %v", err)
+							return
+						}
+						if inside.Add(1) != 1 {
+							overlaps.Add(1)
+						}
+						mu.Lock()
+						if l.Token() <= lastToken {
+							t.Errorf("token went from %d to %d", lastToken, l.Token())
+						}
+						lastToken = l.Token()
+						mu.Unlock()
+						time.Sleep(time.Millisecond)
+						inside.Add(-1)
+						entries.Add(1)
+						if err := l.Release(); err != nil {
+							t.Errorf("Release: %v", err)
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		if overlaps.Load() != 0 || entries.Load() != 4*2*25 {
+			t.Fatalf("%d overlaps, %d entries (want 0 and %d)", overlaps.Load(), entries.Load(), 4*2*25)
+		}
+		for _, g := range gs {
+			g.Close()
+		}
+	})
+}
+
+func TestTryAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gs := joinAll(t, memnet.New(3), 2)
+		l, err := gs[0].TryAcquire(context.Background(), "r")
+		if err != nil {
+			t.Fatalf("TryAcquire of a free resource: %v", err)
+		}
+		if _, err := gs[1].TryAcquire(context.Background(), "r"); !errors.Is(err, group.ErrLocked) {
+			t.Fatalf("TryAcquire of a held resource: %v, want ErrLocked", err)
+		}
+		if _, err := gs[0].TryAcquire(context.Background(), "r"); !errors.Is(err, group.ErrLocked) {
+			t.Fatalf("TryAcquire of a resource held by this node: %v, want ErrLocked", err)
+		}
+		l.Release()
+		l2, err := gs[1].TryAcquire(context.Background(), "r")
+		if err != nil {
+			t.Fatalf("TryAcquire after release: %v", err)
+		}
+		l2.Release()
+		for _, g := range gs {
+			g.Close()
+		}
+	})
+}
+
+// A caller that gives up leaves nothing behind: the next caller gets the
+// resource.
+func TestAcquireTimeoutWithdraws(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gs := joinAll(t, memnet.New(4), 3)
+		held, err := gs[0].Acquire(context.Background(), "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if _, err := gs[1].Acquire(ctx, "r"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire past its deadline: %v", err)
+		}
+		got := make(chan *group.Lease)
+		go func() {
+			l, err := gs[2].Acquire(context.Background(), "r")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		time.Sleep(100 * time.Millisecond)
+		held.Release()
+		select {
+		case l := <-got:
+			l.Release()
+		case <-time.After(2 * time.Second):
+			t.Fatal("the withdrawn request still blocks the queue")
+		}
+		for _, g := range gs {
+			g.Close()
+		}
+	})
+}
+
+// A holder cut off from the group loses its lease (Lost closes) before the
+// group grants the resource to another member.
+func TestLeaseLostWhenCutOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(5)
+		var cfgs []group.Config
+		var gs []*group.Group
+		for i := 0; i < 3; i++ {
+			c := memConfig(net)
+			cfgs = append(cfgs, c)
+			g, err := group.Join(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs = append(gs, g)
+		}
+		holder := gs[1]
+		l, err := holder.Acquire(context.Background(), "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Cut off a member, not the server: a cut-off server is a server
+		// failure, which needs a takeover this runtime does not do yet.
+		for st, _ := holder.Status(); st.IsServer; st, _ = holder.Status() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		net.Isolate(holder.Addr(), true)
+		cut := time.Now()
+		other := make(chan time.Time, 1)
+		go func() {
+			l2, err := gs[0].Acquire(context.Background(), "r")
+			if err == nil {
+				other <- time.Now()
+				l2.Release()
+			}
+		}()
+		var lostAt, grantedAt time.Time
+		select {
+		case <-l.Lost():
+			lostAt = time.Now()
+		case <-time.After(10 * time.Second):
+			t.Fatal("the cut-off holder never lost its lease")
+		}
+		select {
+		case grantedAt = <-other:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the resource was never reclaimed")
+		}
+		if !grantedAt.After(lostAt) {
+			t.Fatalf("granted to another at %v, before the holder stopped at %v", grantedAt.Sub(cut), lostAt.Sub(cut))
+		}
+		if !errors.Is(l.Err(), group.ErrLeaseLost) || !errors.Is(l.Release(), group.ErrLeaseLost) {
+			t.Fatalf("lost lease: Err %v", l.Err())
+		}
+		t.Logf("holder stopped %v after the cut, the resource moved on %v after", lostAt.Sub(cut), grantedAt.Sub(cut))
+		for _, g := range gs {
+			g.Close()
+		}
+	})
+}
+
+func TestLeaveReleasesAndTellsOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gs := joinAll(t, memnet.New(6), 3)
+		if _, err := gs[2].Acquire(context.Background(), "r"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := gs[2].Leave(ctx); err != nil {
+			t.Fatalf("Leave: %v", err)
+		}
+		l, err := gs[0].Acquire(ctx, "r")
+		if err != nil {
+			t.Fatalf("Acquire after the holder left: %v", err)
+		}
+		l.Release()
+		if n := len(gs[0].Members()); n != 2 {
+			t.Fatalf("%d members after a leave, want 2", n)
+		}
+		if _, err := gs[2].Acquire(ctx, "x"); !errors.Is(err, group.ErrNodeClosed) {
+			t.Fatalf("Acquire after Leave: %v", err)
+		}
+		for _, g := range gs {
+			g.Close()
+		}
+	})
+}
+
+func TestPublishSubscribe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gs := joinAll(t, memnet.New(7), 3)
+		scores, stop := gs[1].Subscribe("score")
+		defer stop()
+		all, stopAll := gs[2].Subscribe("")
+		defer stopAll()
+		gs[0].Publish("chat", []byte("hello"))
+		gs[0].Publish("score", []byte("42"))
+		select {
+		case u := <-scores:
+			if u.Topic != "score" || string(u.Data) != "42" || u.From != gs[0].ID() {
+				t.Fatalf("got %+v", u)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("no update")
+		}
+		for _, want := range []string{"hello", "42"} {
+			select {
+			case u := <-all:
+				if string(u.Data) != want {
+					t.Fatalf("got %q, want %q", u.Data, want)
+				}
+			case <-time.After(time.Second):
+				t.Fatal("no update on the all-topics subscription")
+			}
+		}
+		for _, g := range gs {
+			g.Close()
+		}
+	})
+}
+
+func TestEventsReportMembership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(8)
+		first, err := group.Join(context.Background(), memConfig(net))
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := group.Join(context.Background(), memConfig(net))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(time.Second)
+		for {
+			select {
+			case e := <-first.Events():
+				if e.Kind == group.EventMemberJoined && e.Node == second.ID() {
+					first.Close()
+					second.Close()
+					return
+				}
+			case <-deadline:
+				t.Fatal("no member-joined event")
+			}
+		}
+	})
+}
+
+func TestConfigValidateNamesTheField(t *testing.T) {
+	cases := []struct {
+		field  string
+		mutate func(*group.Config)
+	}{
+		{"Name", func(c *group.Config) { c.Name = "" }},
+		{"Address", func(c *group.Config) { c.Address = "10.0.0.1:7946" }},
+		{"Address", func(c *group.Config) { c.Address = "239.1.1.1" }},
+		{"Interface", func(c *group.Config) { c.Interface = "" }},
+		{"TTL", func(c *group.Config) { c.TTL = 300 }},
+		{"Tick", func(c *group.Config) { c.Tick = 0 }},
+		{"TurnLength", func(c *group.Config) { c.TurnLength = 1 }},
+		{"MaxMembers", func(c *group.Config) { c.MaxMembers = 0 }},
+		{"LeaseTimeout", func(c *group.Config) { c.LeaseTimeout = 100 * time.Millisecond }},
+		{"Bind", func(c *group.Config) { c.Bind = "nonsense" }},
+		{"MaxDatagram", func(c *group.Config) { c.MaxDatagram = 100 }},
+	}
+	for _, tc := range cases {
+		c := group.DefaultLocalConfig()
+		c.Name = "x"
+		tc.mutate(&c)
+		err := c.Validate()
+		if !errors.Is(err, group.ErrConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: err = %v", tc.field, err)
+		}
+	}
+	c := group.DefaultLocalConfig()
+	c.Name = "x"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("default local config: %v", err)
+	}
+}
+
+func TestBadResourceNameIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gs := joinAll(t, memnet.New(9), 1)
+		for _, name := range []string{"", strings.Repeat("x", 200), "\xff"} {
+			if _, err := gs[0].Acquire(context.Background(), name); err == nil {
+				t.Errorf("Acquire(%q) succeeded", name)
+			}
+		}
+		gs[0].Close()
+	})
+}
+
+func ExampleGroup_Acquire() {
+	net := memnet.New(1) // an in-memory network; a LAN uses DefaultLANConfig
+	join := func() *group.Group {
+		cfg := group.DefaultLocalConfig()
+		cfg.Name = "example"
+		cfg.Transport = net.Endpoint()
+		g, err := group.Join(context.Background(), cfg)
+		if err != nil {
+			panic(err)
+		}
+		return g
+	}
+	a, b := join(), join()
+	defer a.Close()
+	defer b.Close()
+
+	lease, err := a.Acquire(context.Background(), "printer")
+	if err != nil {
+		panic(err)
+	}
+	_, err = b.TryAcquire(context.Background(), "printer")
+	fmt.Println("b while a holds it:", err)
+	lease.Release()
+
+	lease, err = b.Acquire(context.Background(), "printer")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("b holds it, token >", 0, lease.Token() > 0)
+	lease.Release()
+	// Output:
+	// b while a holds it: group: resource is held by another member
+	// b holds it, token > 0 true
+}

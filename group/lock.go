@@ -1,0 +1,257 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/mcnode/mcnode/wire"
+)
+
+// Lease is a resource this node holds. Token is its fencing token: the
+// group timestamp of the grant, strictly increasing per resource, so that a
+// service guarded by the lock can refuse a stale holder's writes.
+type Lease struct {
+	name  string
+	token uint64
+	g     *Group
+	lost  chan struct{}
+
+	mu       sync.Mutex
+	err      error // why it ended: nil while held
+	released bool
+}
+
+// Name is the resource's name.
+func (l *Lease) Name() string { return l.name }
+
+// Token is the fencing token.
+func (l *Lease) Token() uint64 { return l.token }
+
+// Lost returns a channel that is closed if the group takes the resource
+// back before Release: this node's lease ran out (it lost contact with the
+// group), it was removed, or it was closed. Stop using the resource at once.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err says why the lease was lost, or nil.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return nil
+	}
+	return l.err
+}
+
+// Release gives the resource back. Releasing twice is a no-op; releasing a
+// lost lease returns ErrLeaseLost.
+func (l *Lease) Release() error {
+	err := l.g.call(context.Background(), func() error { return l.g.release(l) })
+	if errors.Is(err, ErrNodeClosed) {
+		return ErrLeaseLost
+	}
+	return err
+}
+
+// lose ends the lease because the group took it back.
+func (l *Lease) lose(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil || l.released {
+		return
+	}
+	l.err = fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	close(l.lost)
+}
+
+// lockState is one resource as this process sees it. At most one request
+// for it is with the group at a time; callers of this process queue here in
+// FIFO order behind the one in flight, as flock(1) users expect.
+type lockState struct {
+	req     uint64 // the request in flight, 0 if none
+	lease   *Lease
+	waiters []*waiter // waiters[0] is the one the request in flight is for
+}
+
+type waiter struct {
+	ch  chan acquireResult
+	try bool // TryAcquire: give up rather than queue
+}
+
+type acquireResult struct {
+	lease *Lease
+	err   error
+}
+
+// Acquire waits until this node holds the named resource, in the group's
+// FIFO order, or ctx ends. Release the lease when done.
+func (g *Group) Acquire(ctx context.Context, name string) (*Lease, error) {
+	return g.acquire(ctx, name, false)
+}
+
+// TryAcquire takes the named resource if no other member holds or waits for
+// it, and returns ErrLocked otherwise. It still takes one round trip to the
+// server.
+func (g *Group) TryAcquire(ctx context.Context, name string) (*Lease, error) {
+	return g.acquire(ctx, name, true)
+}
+
+func (g *Group) acquire(ctx context.Context, name string, try bool) (*Lease, error) {
+	if err := (&wire.Request{Resource: name}).Validate(g.codec.Limits()); err != nil {
+		return nil, fmt.Errorf("group: resource name: %w", err)
+	}
+	w := &waiter{ch: make(chan acquireResult, 1), try: try}
+	if err := g.do(ctx, func() { g.enqueue(name, w) }); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-w.ch:
+		return r.lease, r.err
+	case <-ctx.Done():
+		_ = g.do(context.Background(), func() { g.withdraw(name, w) })
+		// The grant may have won the race with the cancel.
+		select {
+		case r := <-w.ch:
+			if r.lease != nil {
+				_ = r.lease.Release()
+			}
+		default:
+		}
+		return nil, ctx.Err()
+	case <-g.done:
+		return nil, ErrNodeClosed
+	}
+}
+
+func (g *Group) lock(name string) *lockState {
+	ls := g.locks[name]
+	if ls == nil {
+		ls = &lockState{}
+		g.locks[name] = ls
+	}
+	return ls
+}
+
+func (g *Group) enqueue(name string, w *waiter) {
+	ls := g.lock(name)
+	if w.try && (ls.lease != nil || len(ls.waiters) > 0) {
+		w.ch <- acquireResult{err: ErrLocked}
+		return
+	}
+	ls.waiters = append(ls.waiters, w)
+	g.next(name)
+}
+
+// next asks the group for the resource on behalf of the first local waiter,
+// if nothing of this process holds it or waits for it already.
+func (g *Group) next(name string) {
+	ls := g.locks[name]
+	if ls == nil {
+		return
+	}
+	for ls.lease == nil && ls.req == 0 && len(ls.waiters) > 0 {
+		if !g.node.Joined() {
+			return // rejoining: ask once a member again
+		}
+		req, err := g.node.Acquire(name)
+		if err == nil {
+			ls.req = req
+			return
+		}
+		w := ls.waiters[0]
+		ls.waiters = ls.waiters[1:]
+		w.ch <- acquireResult{err: err}
+	}
+	if ls.lease == nil && ls.req == 0 && len(ls.waiters) == 0 {
+		delete(g.locks, name)
+	}
+}
+
+// withdraw takes a waiter out that stopped waiting (its context ended).
+func (g *Group) withdraw(name string, w *waiter) {
+	ls := g.locks[name]
+	if ls == nil {
+		return
+	}
+	i := -1
+	for k, x := range ls.waiters {
+		if x == w {
+			i = k
+		}
+	}
+	if i < 0 {
+		return // already answered
+	}
+	ls.waiters = append(ls.waiters[:i], ls.waiters[i+1:]...)
+	if i == 0 && ls.req != 0 {
+		_ = g.node.Cancel(name)
+		ls.req = 0
+	}
+	g.next(name)
+}
+
+func (g *Group) granted(e Event) {
+	ls := g.locks[e.Resource]
+	if ls == nil || ls.req != e.Req || len(ls.waiters) == 0 {
+		_ = g.node.Release(e.Resource) // nobody here wants it any more
+		return
+	}
+	w := ls.waiters[0]
+	ls.waiters = ls.waiters[1:]
+	ls.req = 0
+	l := &Lease{name: e.Resource, token: e.Token, g: g, lost: make(chan struct{})}
+	ls.lease = l
+	w.ch <- acquireResult{lease: l}
+}
+
+// queued: a TryAcquire's request had to wait, so withdraw it.
+func (g *Group) queued(e Event) {
+	ls := g.locks[e.Resource]
+	if ls == nil || ls.req != e.Req || len(ls.waiters) == 0 || !ls.waiters[0].try {
+		return
+	}
+	w := ls.waiters[0]
+	ls.waiters = ls.waiters[1:]
+	_ = g.node.Cancel(e.Resource)
+	ls.req = 0
+	w.ch <- acquireResult{err: ErrLocked}
+	g.next(e.Resource)
+}
+
+func (g *Group) lost(e Event) {
+	ls := g.locks[e.Resource]
+	if ls == nil {
+		return
+	}
+	switch {
+	case ls.lease != nil && ls.lease.token == e.Token:
+		ls.lease.lose(errors.New(e.Reason))
+		ls.lease = nil
+	case ls.req == e.Req:
+		ls.req = 0 // lost before it reached us: ask again for the same waiter
+	default:
+		return
+	}
+	g.next(e.Resource)
+}
+
+func (g *Group) release(l *Lease) error {
+	l.mu.Lock()
+	lost, released := l.err != nil, l.released
+	l.released = true
+	l.mu.Unlock()
+	switch {
+	case released:
+		return nil
+	case lost:
+		return l.err
+	}
+	ls := g.locks[l.name]
+	if ls != nil && ls.lease == l {
+		ls.lease = nil
+		_ = g.node.Release(l.name)
+		g.next(l.name)
+	}
+	return nil
+}

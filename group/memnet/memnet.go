@@ -1,0 +1,148 @@
+// Package memnet is an in-memory network for testing the runtime without
+// sockets: endpoints that multicast to every other endpoint and send to one
+// by address, with optional seeded loss and delay. It implements
+// group.Transport. Time is whatever package time says, so tests can run it
+// inside a testing/synctest bubble with a fake clock.
+package memnet
+
+import (
+	"fmt"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/mcnode/mcnode/group"
+)
+
+// Network connects endpoints.
+type Network struct {
+	mu        sync.Mutex
+	endpoints map[string]*Endpoint
+	order     []string
+	next      int
+	rng       *rand.Rand
+	loss      float64
+	delay     time.Duration
+	cut       map[string]bool // endpoints that neither send nor receive
+}
+
+// New returns an empty network whose loss is drawn from seed.
+func New(seed int64) *Network {
+	return &Network{endpoints: map[string]*Endpoint{}, rng: rand.New(rand.NewSource(seed)), cut: map[string]bool{}}
+}
+
+// SetLoss makes every delivery fail with probability p.
+func (n *Network) SetLoss(p float64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.loss = p
+}
+
+// SetDelay delays every delivery by d.
+func (n *Network) SetDelay(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.delay = d
+}
+
+// Isolate cuts an endpoint off (true) or reconnects it (false): what it
+// sends and what is sent to it is lost, as when a host's cable is pulled.
+func (n *Network) Isolate(addr string, cut bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cut[addr] = cut
+}
+
+// Endpoint returns a new endpoint with a fresh address.
+func (n *Network) Endpoint() *Endpoint {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.next++
+	e := &Endpoint{net: n, addr: fmt.Sprintf("mem-%d", n.next), packets: make(chan group.Packet, 4096)}
+	n.endpoints[e.addr] = e
+	n.order = append(n.order, e.addr)
+	return e
+}
+
+// Endpoint is one node's attachment to the network.
+type Endpoint struct {
+	net     *Network
+	addr    string
+	mu      sync.Mutex
+	closed  bool
+	packets chan group.Packet
+}
+
+// LocalAddr returns the endpoint's address.
+func (e *Endpoint) LocalAddr() string { return e.addr }
+
+// Packets returns what the endpoint receives.
+func (e *Endpoint) Packets() <-chan group.Packet { return e.packets }
+
+// Send delivers each datagram to the group (every other endpoint) or to
+// one address.
+func (e *Endpoint) Send(batch []group.Datagram) error {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return group.ErrClosed
+	}
+	n := e.net
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, d := range batch {
+		if n.cut[e.addr] {
+			continue
+		}
+		var to []*Endpoint
+		if d.To == "" {
+			for _, a := range n.order {
+				if a != e.addr {
+					to = append(to, n.endpoints[a])
+				}
+			}
+		} else if dst, ok := n.endpoints[d.To]; ok {
+			to = append(to, dst)
+		}
+		for _, dst := range to {
+			if dst == nil || n.cut[dst.addr] || n.rng.Float64() < n.loss {
+				continue
+			}
+			p := group.Packet{Data: append([]byte(nil), d.Data...), Source: e.addr, Multicast: d.To == "", Received: time.Now()}
+			if n.delay > 0 {
+				time.AfterFunc(n.delay, func() { dst.deliver(p) })
+			} else {
+				dst.deliver(p)
+			}
+		}
+	}
+	return nil
+}
+
+func (e *Endpoint) deliver(p group.Packet) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	select {
+	case e.packets <- p:
+	default: // a full receive buffer drops, like a socket's
+	}
+}
+
+// Close detaches the endpoint.
+func (e *Endpoint) Close() error {
+	// Network lock first, then the endpoint's: the order Send takes them in.
+	e.net.mu.Lock()
+	delete(e.net.endpoints, e.addr)
+	e.net.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.closed {
+		e.closed = true
+		close(e.packets)
+	}
+	return nil
+}

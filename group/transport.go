@@ -1,0 +1,44 @@
+package group
+
+import (
+	"errors"
+	"time"
+)
+
+// Packet is one received datagram.
+type Packet struct {
+	Data []byte
+	// Source is the sender's address (host:port). A node answers some
+	// messages there directly, even before it knows the sender as a member.
+	Source string
+	// Multicast says the datagram arrived on the group address.
+	Multicast bool
+	// Received is when the transport read it.
+	Received time.Time
+}
+
+// Datagram is one datagram to send: to the group when To is empty, else
+// directly to the address To.
+type Datagram struct {
+	To   string
+	Data []byte
+}
+
+// Transport carries one node's datagrams: multicast to the group, direct
+// to one member, and everything received. UDP (ListenUDP) is the real one;
+// group/memnet is an in-memory one for tests.
+type Transport interface {
+	// LocalAddr is the address other members reach this node at directly,
+	// and the source address of everything it sends.
+	LocalAddr() string
+	// Send sends a batch of datagrams, in order. Delivery is best effort,
+	// as with UDP: the protocol repairs losses.
+	Send(batch []Datagram) error
+	// Packets delivers what arrives, until Close.
+	Packets() <-chan Packet
+	// Close stops the transport and closes the Packets channel.
+	Close() error
+}
+
+// ErrClosed is returned by a transport used after Close.
+var ErrClosed = errors.New("group: transport closed")

@@ -1,0 +1,342 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+)
+
+// UDPConfig configures the UDP multicast transport.
+type UDPConfig struct {
+	// Group is the multicast group address and port, IPv4
+	// (239.0.0.0/8 is for organisation-local use).
+	Group netip.AddrPort
+	// Interface is where the group is joined and multicast is sent. It must
+	// be given: the kernel's default may be an interface you did not mean.
+	Interface *net.Interface
+	// Bind is this node's unicast address; the zero value picks the
+	// interface's first IPv4 address. Port 0 picks a free port.
+	Bind netip.AddrPort
+	// TTL is the multicast time-to-live: 0 keeps datagrams on this host,
+	// 1 on the local network segment.
+	TTL int
+	// Loopback delivers this host's multicasts to its other sockets, which
+	// several nodes on one host need.
+	Loopback bool
+	// MaxDatagram is the largest datagram accepted; larger ones are dropped
+	// and counted.
+	MaxDatagram int
+	// ReadBatch is how many datagrams one read system call may return.
+	ReadBatch int
+}
+
+// UDPStats counts what the UDP transport did.
+type UDPStats struct {
+	Sent, Received       uint64
+	SentBytes, RecvBytes uint64
+	Oversized            uint64 // datagrams over MaxDatagram, dropped
+	Stray                uint64 // multicast for another group or interface, dropped
+	SendErrors           uint64
+	Overflow             uint64 // datagrams dropped because the node fell behind
+}
+
+// UDP is the real transport: one socket bound to the group address, joined
+// on the interface, receives the multicast; a second, unicast socket sends
+// everything (so that its address is every datagram's source) and receives
+// direct messages.
+type UDP struct {
+	cfg     UDPConfig
+	mc, uc  net.PacketConn
+	mcp     *ipv4.PacketConn
+	ucp     *ipv4.PacketConn
+	group   *net.UDPAddr
+	local   string
+	packets chan Packet
+	closed  chan struct{}
+	once    sync.Once
+	readers sync.WaitGroup
+
+	addrMu sync.Mutex
+	addrs  map[string]*net.UDPAddr
+
+	sent, received, sentBytes, recvBytes, oversized, stray, sendErrors, overflow atomic.Uint64
+}
+
+// ListenUDP opens the sockets, joins the group and starts reading.
+func ListenUDP(cfg UDPConfig) (*UDP, error) {
+	if !cfg.Group.Addr().Is4() || !cfg.Group.Addr().IsMulticast() || cfg.Group.Port() == 0 {
+		return nil, fmt.Errorf("group: %s is not an IPv4 multicast address with a port (want e.g. 239.192.0.1:7946)", cfg.Group)
+	}
+	if cfg.Interface == nil {
+		return nil, errors.New("group: no interface to join the multicast group on")
+	}
+	if cfg.TTL < 0 || cfg.TTL > 255 {
+		return nil, fmt.Errorf("group: multicast TTL %d not in [0, 255]", cfg.TTL)
+	}
+	if cfg.MaxDatagram <= 0 {
+		cfg.MaxDatagram = 65507
+	}
+	if cfg.ReadBatch <= 0 {
+		cfg.ReadBatch = 16
+	}
+	if !cfg.Bind.Addr().IsValid() {
+		ip, err := interfaceIPv4(cfg.Interface)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Bind = netip.AddrPortFrom(ip, cfg.Bind.Port())
+	}
+	u := &UDP{
+		cfg:     cfg,
+		group:   net.UDPAddrFromAddrPort(cfg.Group),
+		packets: make(chan Packet, 4096),
+		closed:  make(chan struct{}),
+		addrs:   map[string]*net.UDPAddr{},
+	}
+	var err error
+	if u.uc, err = net.ListenPacket("udp4", cfg.Bind.String()); err != nil {
+		return nil, fmt.Errorf("group: unicast socket on %s: %w", cfg.Bind, err)
+	}
+	u.local = u.uc.LocalAddr().String()
+	u.ucp = ipv4.NewPacketConn(u.uc)
+	for _, set := range []func() error{
+		func() error { return u.ucp.SetMulticastInterface(cfg.Interface) },
+		func() error { return u.ucp.SetMulticastTTL(cfg.TTL) },
+		func() error { return u.ucp.SetMulticastLoopback(cfg.Loopback) },
+	} {
+		if err := set(); err != nil {
+			u.uc.Close()
+			return nil, fmt.Errorf("group: configuring multicast on %s: %w", cfg.Interface.Name, err)
+		}
+	}
+	// Several nodes on one host bind the same group address and port.
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1) })
+		return errors.Join(err, serr)
+	}}
+	if u.mc, err = lc.ListenPacket(context.Background(), "udp4", cfg.Group.String()); err != nil {
+		u.uc.Close()
+		return nil, fmt.Errorf("group: multicast socket on %s: %w", cfg.Group, err)
+	}
+	u.mcp = ipv4.NewPacketConn(u.mc)
+	if err := u.mcp.JoinGroup(cfg.Interface, &net.UDPAddr{IP: u.group.IP}); err != nil {
+		u.uc.Close()
+		u.mc.Close()
+		return nil, fmt.Errorf("group: joining %s on %s: %w", cfg.Group.Addr(), cfg.Interface.Name, err)
+	}
+	if err := u.mcp.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true); err != nil {
+		u.Close()
+		return nil, fmt.Errorf("group: control messages: %w", err)
+	}
+	u.readers.Add(2)
+	go u.read(u.mcp, true)
+	go u.read(u.ucp, false)
+	return u, nil
+}
+
+// interfaceIPv4 returns the first IPv4 address of an interface.
+func interfaceIPv4(ifi *net.Interface) (netip.Addr, error) {
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("group: addresses of %s: %w", ifi.Name, err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP.To4()); ok && n.IP.To4() != nil {
+				return ip, nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("group: interface %s has no IPv4 address", ifi.Name)
+}
+
+// LocalAddr returns the unicast address.
+func (u *UDP) LocalAddr() string { return u.local }
+
+// Packets returns the received datagrams.
+func (u *UDP) Packets() <-chan Packet { return u.packets }
+
+// Stats returns the transport's counters.
+func (u *UDP) Stats() UDPStats {
+	return UDPStats{
+		Sent: u.sent.Load(), Received: u.received.Load(), SentBytes: u.sentBytes.Load(), RecvBytes: u.recvBytes.Load(),
+		Oversized: u.oversized.Load(), Stray: u.stray.Load(), SendErrors: u.sendErrors.Load(), Overflow: u.overflow.Load(),
+	}
+}
+
+func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
+	defer u.readers.Done()
+	ms := make([]ipv4.Message, u.cfg.ReadBatch)
+	for i := range ms {
+		ms[i].Buffers = [][]byte{make([]byte, u.cfg.MaxDatagram+1)}
+		if multicast {
+			ms[i].OOB = ipv4.NewControlMessage(ipv4.FlagDst | ipv4.FlagInterface)
+		}
+	}
+	batch := true
+	for {
+		var n int
+		var err error
+		if batch {
+			n, err = p.ReadBatch(ms, 0)
+			if err != nil && !u.isClosed() && isUnsupported(err) {
+				batch = false // ReadBatch is Linux-only; read one at a time elsewhere
+				continue
+			}
+		} else {
+			var cm *ipv4.ControlMessage
+			var src net.Addr
+			ms[0].N, cm, src, err = p.ReadFrom(ms[0].Buffers[0])
+			ms[0].Addr, ms[0].NN, n = src, 0, 1
+			if cm != nil && multicast {
+				ms[0].OOB = cm.Marshal()
+				ms[0].NN = len(ms[0].OOB)
+			}
+		}
+		if err != nil {
+			if u.isClosed() {
+				return
+			}
+			continue // a transient error (ICMP feedback on a UDP socket): keep reading
+		}
+		now := time.Now()
+		for i := 0; i < n; i++ {
+			m := &ms[i]
+			if m.N > u.cfg.MaxDatagram {
+				u.oversized.Add(1)
+				continue
+			}
+			if multicast && !u.ours(m.OOB[:m.NN]) {
+				u.stray.Add(1)
+				continue
+			}
+			u.received.Add(1)
+			u.recvBytes.Add(uint64(m.N))
+			pkt := Packet{Data: append([]byte(nil), m.Buffers[0][:m.N]...), Multicast: multicast, Received: now}
+			if m.Addr != nil {
+				pkt.Source = m.Addr.String()
+			}
+			select {
+			case u.packets <- pkt:
+			case <-u.closed:
+				return
+			default:
+				u.overflow.Add(1) // as a full socket buffer would: the protocol repairs it
+			}
+		}
+	}
+}
+
+// ours checks the control message of a multicast datagram: it must be for
+// our group and have arrived on our interface.
+func (u *UDP) ours(oob []byte) bool {
+	if len(oob) == 0 {
+		return true // no control message on this platform: trust the bound address
+	}
+	var cm ipv4.ControlMessage
+	if err := cm.Parse(oob); err != nil {
+		return false
+	}
+	return cm.Dst.Equal(u.group.IP) && (cm.IfIndex == 0 || cm.IfIndex == u.cfg.Interface.Index)
+}
+
+func isUnsupported(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		err = op.Err
+	}
+	return errors.Is(err, errors.ErrUnsupported) || err.Error() == "not implemented"
+}
+
+func (u *UDP) isClosed() bool {
+	select {
+	case <-u.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Send writes a batch of datagrams with as few system calls as it can.
+func (u *UDP) Send(batch []Datagram) error {
+	if u.isClosed() {
+		return ErrClosed
+	}
+	ms := make([]ipv4.Message, 0, len(batch))
+	for _, d := range batch {
+		dst := u.group
+		if d.To != "" {
+			var err error
+			if dst, err = u.resolve(d.To); err != nil {
+				u.sendErrors.Add(1)
+				continue
+			}
+		}
+		ms = append(ms, ipv4.Message{Buffers: [][]byte{d.Data}, Addr: dst})
+	}
+	var errs []error
+	for len(ms) > 0 {
+		n, err := u.ucp.WriteBatch(ms, 0)
+		if err != nil && isUnsupported(err) {
+			n, err = 1, u.writeOne(ms[0])
+		}
+		if err != nil {
+			u.sendErrors.Add(1)
+			errs = append(errs, err)
+			n = max(n, 1) // skip the datagram that failed
+		}
+		for _, m := range ms[:n] {
+			u.sent.Add(1)
+			u.sentBytes.Add(uint64(len(m.Buffers[0])))
+		}
+		ms = ms[n:]
+	}
+	return errors.Join(errs...)
+}
+
+func (u *UDP) writeOne(m ipv4.Message) error {
+	_, err := u.ucp.WriteTo(m.Buffers[0], nil, m.Addr)
+	return err
+}
+
+// resolve parses a host:port address once and remembers it.
+func (u *UDP) resolve(addr string) (*net.UDPAddr, error) {
+	u.addrMu.Lock()
+	defer u.addrMu.Unlock()
+	if a, ok := u.addrs[addr]; ok {
+		return a, nil
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("group: bad member address %q: %w", addr, err)
+	}
+	if len(u.addrs) > 4096 {
+		clear(u.addrs)
+	}
+	a := net.UDPAddrFromAddrPort(ap)
+	u.addrs[addr] = a
+	return a, nil
+}
+
+// Close leaves the group and closes both sockets.
+func (u *UDP) Close() error {
+	var err error
+	u.once.Do(func() {
+		close(u.closed)
+		_ = u.mcp.LeaveGroup(u.cfg.Interface, &net.UDPAddr{IP: u.group.IP})
+		err = errors.Join(u.mc.Close(), u.uc.Close())
+		u.readers.Wait()
+		close(u.packets)
+	})
+	return err
+}
