@@ -196,6 +196,7 @@ func (g *Group) newNode() error {
 // run is the node's goroutine: it alone touches the state machine.
 func (g *Group) run() {
 	defer close(g.done)
+	defer g.closeStreams()
 	ticker := g.clock.NewTicker(g.cfg.Tick)
 	defer ticker.Stop()
 	packets := g.tr.Packets()
@@ -461,7 +462,8 @@ func (g *Group) Members() []Member {
 }
 
 // Events returns the stream of events. It is buffered; events not read in
-// time are dropped (and counted in Stats), never block the node.
+// time are dropped (and counted in Stats), never block the node. It is
+// closed when the node stops.
 func (g *Group) Events() <-chan Event { return g.events }
 
 // Status is a snapshot of the node and of the group as it sees it.
@@ -528,6 +530,16 @@ func (g *Group) Close() error {
 		err = g.tr.Close()
 	})
 	return err
+}
+
+// closeStreams closes the event and subscription channels when the loop
+// ends, so that readers ranging over them finish.
+func (g *Group) closeStreams() {
+	close(g.events)
+	for id, s := range g.subs {
+		close(s.ch)
+		delete(g.subs, id)
+	}
 }
 
 // releaseAllLocal fails every waiting call and ends every lease locally.

@@ -54,9 +54,6 @@ func TestJoinFoundsThenOthersJoin(t *testing.T) {
 		if gs[0].ID() != 1 || gs[1].ID() != 2 || gs[2].ID() != 3 {
 			t.Errorf("IDs %d %d %d, want 1 2 3 in join order", gs[0].ID(), gs[1].ID(), gs[2].ID())
 		}
-		for _, g := range gs {
-			g.Close()
-		}
 	})
 }
 
@@ -105,9 +102,6 @@ func TestAcquireIsMutuallyExclusive(t *testing.T) {
 		if overlaps.Load() != 0 || entries.Load() != 4*2*25 {
 			t.Fatalf("%d overlaps, %d entries (want 0 and %d)", overlaps.Load(), entries.Load(), 4*2*25)
 		}
-		for _, g := range gs {
-			g.Close()
-		}
 	})
 }
 
@@ -130,9 +124,6 @@ func TestTryAcquire(t *testing.T) {
 			t.Fatalf("TryAcquire after release: %v", err)
 		}
 		l2.Release()
-		for _, g := range gs {
-			g.Close()
-		}
 	})
 }
 
@@ -166,9 +157,6 @@ func TestAcquireTimeoutWithdraws(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			t.Fatal("the withdrawn request still blocks the queue")
 		}
-		for _, g := range gs {
-			g.Close()
-		}
 	})
 }
 
@@ -186,6 +174,7 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { g.Close() })
 			gs = append(gs, g)
 		}
 		holder := gs[1]
@@ -227,9 +216,6 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 			t.Fatalf("lost lease: Err %v", l.Err())
 		}
 		t.Logf("holder stopped %v after the cut, the resource moved on %v after", lostAt.Sub(cut), grantedAt.Sub(cut))
-		for _, g := range gs {
-			g.Close()
-		}
 	})
 }
 
@@ -254,9 +240,6 @@ func TestLeaveReleasesAndTellsOthers(t *testing.T) {
 		}
 		if _, err := gs[2].Acquire(ctx, "x"); !errors.Is(err, group.ErrNodeClosed) {
 			t.Fatalf("Acquire after Leave: %v", err)
-		}
-		for _, g := range gs {
-			g.Close()
 		}
 	})
 }
@@ -287,9 +270,6 @@ func TestPublishSubscribe(t *testing.T) {
 			case <-time.After(time.Second):
 				t.Fatal("no update on the all-topics subscription")
 			}
-		}
-		for _, g := range gs {
-			g.Close()
 		}
 	})
 }
@@ -399,4 +379,26 @@ func ExampleGroup_Acquire() {
 	// Output:
 	// b while a holds it: group: resource is held by another member
 	// b holds it, token > 0 true
+}
+
+func ExampleGroup_Subscribe() {
+	net := memnet.New(2)
+	var gs []*group.Group
+	for i := 0; i < 2; i++ {
+		cfg := group.DefaultLocalConfig()
+		cfg.Name = "scores"
+		cfg.Transport = net.Endpoint()
+		g, err := group.Join(context.Background(), cfg)
+		if err != nil {
+			panic(err)
+		}
+		defer g.Close()
+		gs = append(gs, g)
+	}
+	updates, stop := gs[1].Subscribe("score")
+	defer stop()
+	gs[0].Publish("score", []byte("player 1: 40"))
+	u := <-updates
+	fmt.Printf("from node %d: %s\n", u.From, u.Data)
+	// Output: from node 1: player 1: 40
 }

@@ -30,7 +30,8 @@ func (g *Group) Publish(topic string, data []byte) error {
 
 // Subscribe returns the updates other members publish on topic ("" for all
 // topics), and a function that ends the subscription. Updates not read in
-// time are dropped.
+// time are dropped. The channel is closed when the subscription or the node
+// ends.
 func (g *Group) Subscribe(topic string) (<-chan Update, func()) {
 	ch := make(chan Update, 256)
 	id, err := ask(g, func() int {
