@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcnode/mcnode/group"
+)
+
+// The control protocol between `mcnode run` and local clients: one JSON
+// object per line over a Unix socket, one request per connection.
+//
+//	client: {"op":"lock","name":"db","try":false}
+//	daemon: {"ok":true,"token":1234}            once the lock is held
+//	client: {"op":"release"}  (or closes the connection)
+//	daemon: {"lost":"reason"}                    if the group takes it back
+//
+//	client: {"op":"status"}
+//	daemon: {"ok":true,"status":{...}}
+//
+// A client that disconnects while it waits for a lock withdraws its request;
+// one that disconnects while it holds the lock releases it. So a script
+// killed in its critical section does not keep the lock.
+type request struct {
+	Op   string `json:"op"`
+	Name string `json:"name,omitempty"`
+	Try  bool   `json:"try,omitempty"`
+}
+
+type response struct {
+	OK     bool        `json:"ok,omitempty"`
+	Error  string      `json:"error,omitempty"`
+	Locked bool        `json:"locked,omitempty"` // a --nonblock lock found it held
+	Token  uint64      `json:"token,omitempty"`
+	Lost   string      `json:"lost,omitempty"`
+	Status *statusView `json:"status,omitempty"`
+}
+
+// listen opens the control socket, refusing if another daemon serves it and
+// removing a stale one.
+func listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("control socket directory: %w", err)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("a daemon for this group already serves %s", path)
+	}
+	_ = os.Remove(path)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	_ = os.Chmod(path, 0o600)
+	return l, nil
+}
+
+// serveControl answers local clients until the listener closes.
+func serveControl(l net.Listener, g *group.Group, log zerolog.Logger) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go handleControl(conn, g, log)
+	}
+}
+
+func handleControl(conn net.Conn, g *group.Group, log zerolog.Logger) {
+	defer conn.Close()
+	in := bufio.NewReader(conn)
+	enc := json.NewEncoder(conn)
+	var req request
+	line, err := in.ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	if err := json.Unmarshal(line, &req); err != nil {
+		_ = enc.Encode(response{Error: "bad request: " + err.Error()})
+		return
+	}
+	switch req.Op {
+	case "status":
+		st, err := g.Status()
+		if err != nil {
+			_ = enc.Encode(response{Error: err.Error()})
+			return
+		}
+		_ = enc.Encode(response{OK: true, Status: viewStatus(st)})
+	case "lock":
+		serveLock(conn, in, enc, g, req, log)
+	default:
+		_ = enc.Encode(response{Error: fmt.Sprintf("unknown op %q", req.Op)})
+	}
+}
+
+// serveLock acquires for a client and holds the lock while the client stays
+// connected.
+func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g *group.Group, req request, log zerolog.Logger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Whatever the client says next (release), or its going away, ends it.
+	gone := make(chan struct{})
+	go func() {
+		_, _ = in.ReadBytes('\n')
+		close(gone)
+		cancel()
+	}()
+	acquire := g.Acquire
+	if req.Try {
+		acquire = g.TryAcquire
+	}
+	lease, err := acquire(ctx, req.Name)
+	switch {
+	case errors.Is(err, group.ErrLocked):
+		_ = enc.Encode(response{Locked: true, Error: err.Error()})
+		return
+	case err != nil:
+		_ = enc.Encode(response{Error: err.Error()})
+		return
+	}
+	log.Debug().Str("resource", req.Name).Uint64("token", lease.Token()).Msg("lock held for a local client")
+	if err := enc.Encode(response{OK: true, Token: lease.Token()}); err != nil {
+		_ = lease.Release()
+		return
+	}
+	select {
+	case <-gone:
+		if err := lease.Release(); err != nil {
+			log.Warn().Err(err).Str("resource", req.Name).Msg("release")
+		}
+	case <-lease.Lost():
+		_ = enc.Encode(response{Lost: lease.Err().Error()})
+	}
+}
+
+// daemonClient talks to a local daemon.
+type daemonClient struct {
+	conn net.Conn
+	in   *bufio.Reader
+}
+
+// dialDaemon connects to the daemon; os.ErrNotExist-like errors mean there
+// is none.
+func dialDaemon(path string) (*daemonClient, error) {
+	conn, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &daemonClient{conn: conn, in: bufio.NewReader(conn)}, nil
+}
+
+func (d *daemonClient) send(req request) error {
+	b, _ := json.Marshal(req)
+	_, err := d.conn.Write(append(b, '\n'))
+	return err
+}
+
+func (d *daemonClient) receive() (response, error) {
+	var r response
+	line, err := d.in.ReadBytes('\n')
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return r, errors.New("the daemon closed the connection")
+		}
+		return r, err
+	}
+	return r, json.Unmarshal(line, &r)
+}
+
+func (d *daemonClient) Close() error { return d.conn.Close() }

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcnode/mcnode/group"
+)
+
+// commonFlags are the group and logging settings every command shares.
+func commonFlags() []cli.Flag {
+	d := group.DefaultLANConfig()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Value: "mcnode", EnvVars: []string{"MCNODE_GROUP"},
+			Usage: "group name: groups with different names ignore each other"},
+		&cli.StringFlag{Name: "address", Value: d.Address, EnvVars: []string{"MCNODE_ADDRESS"},
+			Usage: "multicast group address and port (IPv4, e.g. 239.192.0.1:7946)"},
+		&cli.StringFlag{Name: "interface", Aliases: []string{"i"}, EnvVars: []string{"MCNODE_INTERFACE"},
+			Usage: "network interface to join the group on (e.g. eth0; lo for one host)"},
+		&cli.StringFlag{Name: "bind", EnvVars: []string{"MCNODE_BIND"},
+			Usage: "this node's unicast address host:port (default: the interface's address, any port)"},
+		&cli.IntFlag{Name: "ttl", Value: d.TTL, EnvVars: []string{"MCNODE_TTL"},
+			Usage: "multicast TTL: 1 stays on the LAN segment, 0 on this host"},
+		&cli.DurationFlag{Name: "tick", Value: d.Tick, EnvVars: []string{"MCNODE_TICK"},
+			Usage: "timer resolution; every member must use the same"},
+		&cli.IntFlag{Name: "turn-length", Value: d.TurnLength, EnvVars: []string{"MCNODE_TURN_LENGTH"},
+			Usage: "decisions per server turn (group-wide: the founder's value holds)"},
+		&cli.DurationFlag{Name: "turn-timeout", Value: d.TurnTimeout, EnvVars: []string{"MCNODE_TURN_TIMEOUT"},
+			Usage: "longest server turn: an idle group still rotates and checks its members this often"},
+		&cli.IntFlag{Name: "max-members", Value: d.MaxMembers, EnvVars: []string{"MCNODE_MAX_MEMBERS"},
+			Usage: "group size limit (group-wide)"},
+		&cli.DurationFlag{Name: "lease", Value: d.LeaseTimeout, EnvVars: []string{"MCNODE_LEASE"},
+			Usage: "how long a member keeps its locks without contact with the group; a dead member's locks return after this plus the margin (group-wide)"},
+		&cli.DurationFlag{Name: "lease-margin", Value: d.LeaseMargin, EnvVars: []string{"MCNODE_LEASE_MARGIN"},
+			Usage: "extra wait before reclaiming, for network delay and clock drift (group-wide)"},
+		&cli.DurationFlag{Name: "retry", Value: d.RetryInterval, EnvVars: []string{"MCNODE_RETRY"},
+			Usage: "how long a request waits for its answer before it is sent again"},
+		&cli.DurationFlag{Name: "join-timeout", Value: d.JoinTimeout, EnvVars: []string{"MCNODE_JOIN_TIMEOUT"},
+			Usage: "how long to wait for an existing group before founding one"},
+		&cli.StringFlag{Name: "socket", EnvVars: []string{"MCNODE_SOCKET"},
+			Usage: "control socket of the local daemon (default: $XDG_RUNTIME_DIR/mcnode/GROUP.sock, or /tmp/mcnode-UID/GROUP.sock)"},
+		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"MCNODE_LOG_LEVEL"},
+			Usage: "debug, info, warn or error"},
+		&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: []string{"MCNODE_LOG_FORMAT"},
+			Usage: "console, json, or auto (console on a terminal, JSON otherwise)"},
+	}
+}
+
+// logger builds the logger the flags ask for.
+func logger(c *cli.Context) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(strings.ToLower(c.String("log-level")))
+	if err != nil || level == zerolog.NoLevel {
+		return zerolog.Nop(), usage("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+	}
+	var l zerolog.Logger
+	switch f := c.String("log-format"); {
+	case f == "json" || (f == "auto" && !isatty.IsTerminal(os.Stderr.Fd())):
+		l = zerolog.New(os.Stderr).With().Timestamp().Logger()
+	case f == "console" || f == "auto":
+		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).With().Timestamp().Logger()
+	default:
+		return zerolog.Nop(), usage("--log-format %q: want console, json or auto", f)
+	}
+	return l.Level(level), nil
+}
+
+func usage(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// groupConfig builds the runtime's config from the flags.
+func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
+	cfg := group.DefaultLANConfig()
+	cfg.Name = c.String("group")
+	cfg.Address = c.String("address")
+	cfg.Interface = c.String("interface")
+	cfg.Bind = c.String("bind")
+	cfg.TTL = c.Int("ttl")
+	cfg.Tick = c.Duration("tick")
+	cfg.TurnLength = c.Int("turn-length")
+	cfg.TurnTimeout = c.Duration("turn-timeout")
+	cfg.MaxMembers = c.Int("max-members")
+	cfg.LeaseTimeout = c.Duration("lease")
+	cfg.LeaseMargin = c.Duration("lease-margin")
+	cfg.RetryInterval = c.Duration("retry")
+	cfg.JoinTimeout = c.Duration("join-timeout")
+	cfg.Logger = log
+	if cfg.Interface == "" {
+		return cfg, usage("no --interface: name the network interface to join the group on (or set MCNODE_INTERFACE)")
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usage("%v", flagNames(err))
+	}
+	return cfg, nil
+}
+
+// flagNames rewrites a config error to name the flag rather than the field.
+func flagNames(err error) string {
+	s := err.Error()
+	for field, flag := range map[string]string{
+		"Name ": "--group ", "Address ": "--address ", "Interface ": "--interface ", "Bind ": "--bind ",
+		"TTL ": "--ttl ", "Tick ": "--tick ", "TurnLength ": "--turn-length ", "TurnTimeout ": "--turn-timeout ",
+		"MaxMembers ": "--max-members ", "LeaseTimeout ": "--lease ", "LeaseMargin ": "--lease-margin ",
+		"RetryInterval ": "--retry ", "JoinTimeout ": "--join-timeout ",
+	} {
+		s = strings.ReplaceAll(s, "bad config: "+field, "bad config: "+flag)
+	}
+	return s
+}
+
+// socketPath is where the local daemon for the group listens.
+func socketPath(c *cli.Context) string {
+	if p := c.String("socket"); p != "" {
+		return p
+	}
+	name := strings.NewReplacer("/", "_", "\x00", "_").Replace(c.String("group")) + ".sock"
+	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
+		return filepath.Join(dir, "mcnode", name)
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("mcnode-%d", os.Getuid()), name)
+}
+
+// leaveTimeout bounds how long a node waits for its leave to be recorded.
+const leaveTimeout = 3 * time.Second

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcnode/mcnode/group"
+)
+
+func lockCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "lock",
+		Usage:     "take a lock, run a command while holding it, release it",
+		ArgsUsage: "NAME -- COMMAND [ARGS...]",
+		Description: "Waits for the lock NAME in the group's FIFO order, runs COMMAND with\n" +
+			"MCNODE_LOCK, MCNODE_TOKEN (the fencing token) and MCNODE_GROUP in its environment,\n" +
+			"then releases the lock, like flock(1) across hosts. It goes through the local\n" +
+			"`mcnode run` daemon if one serves the group, else joins the group for the duration.\n\n" +
+			"Exit status: COMMAND's own; 1 if the lock was not acquired (--timeout, or held\n" +
+			"with --nonblock); 2 for usage errors; 3 if the lock was lost while COMMAND ran\n" +
+			"(COMMAND is sent SIGTERM then); 126/127 if COMMAND cannot be run or found.",
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "timeout", Aliases: []string{"w"}, EnvVars: []string{"MCNODE_LOCK_TIMEOUT"},
+				Usage: "give up waiting for the lock after this long (0: wait forever)"},
+			&cli.BoolFlag{Name: "nonblock", Aliases: []string{"n"},
+				Usage: "fail at once if another member holds or waits for the lock"},
+			&cli.BoolFlag{Name: "no-daemon", Usage: "join the group directly even if a local daemon runs"},
+		},
+		Action: lockAction,
+	}
+}
+
+// held is a lock held either through the daemon or by joining directly.
+type held struct {
+	token   uint64
+	lost    <-chan struct{}
+	why     func() string
+	release func()
+}
+
+func lockAction(c *cli.Context) error {
+	args := c.Args().Slice()
+	if len(args) < 2 {
+		return usage("usage: mcnode lock NAME -- COMMAND [ARGS...]")
+	}
+	name, argv := args[0], args[1:]
+	if argv[0] == "--" {
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		return usage("no COMMAND to run under lock %q", name)
+	}
+	log, err := logger(c)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	actx := ctx
+	if t := c.Duration("timeout"); t > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	h, err := acquireLock(c, actx, name, log)
+	if err != nil {
+		switch {
+		case errors.Is(err, group.ErrLocked):
+			return &exitError{code: exitNotAcquired, err: fmt.Errorf("lock %q is held by another member (--nonblock)", name)}
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q", c.Duration("timeout"), name)}
+		}
+		return &exitError{code: exitNotAcquired, err: err}
+	}
+	defer h.release()
+	return runLocked(c, name, argv, h, log)
+}
+
+// acquireLock takes the lock through the daemon, or else by joining.
+func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.Logger) (*held, error) {
+	if !c.Bool("no-daemon") {
+		if d, err := dialDaemon(socketPath(c)); err == nil {
+			log.Debug().Str("socket", socketPath(c)).Msg("locking through the local daemon")
+			return lockViaDaemon(ctx, d, name, c.Bool("nonblock"))
+		}
+	}
+	cfg, err := groupConfig(c, log)
+	if err != nil {
+		return nil, err
+	}
+	g, err := group.Join(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	leave := func() {
+		lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+		defer cancel()
+		_ = g.Leave(lctx)
+	}
+	acquire := g.Acquire
+	if c.Bool("nonblock") {
+		acquire = g.TryAcquire
+	}
+	l, err := acquire(ctx, name)
+	if err != nil {
+		leave()
+		return nil, err
+	}
+	return &held{
+		token: l.Token(), lost: l.Lost(),
+		why:     func() string { return l.Err().Error() },
+		release: func() { _ = l.Release(); leave() },
+	}, nil
+}
+
+func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) (*held, error) {
+	if err := d.send(request{Op: "lock", Name: name, Try: try}); err != nil {
+		d.Close()
+		return nil, err
+	}
+	got := make(chan response, 1)
+	fail := make(chan error, 1)
+	go func() {
+		r, err := d.receive()
+		if err != nil {
+			fail <- err
+			return
+		}
+		got <- r
+	}()
+	var r response
+	select {
+	case r = <-got:
+	case err := <-fail:
+		d.Close()
+		return nil, fmt.Errorf("daemon: %w", err)
+	case <-ctx.Done():
+		d.Close() // withdraws the request
+		return nil, ctx.Err()
+	}
+	switch {
+	case r.Locked:
+		d.Close()
+		return nil, group.ErrLocked
+	case !r.OK:
+		d.Close()
+		return nil, fmt.Errorf("daemon: %s", r.Error)
+	}
+	lost := make(chan struct{})
+	why := "the daemon went away"
+	go func() {
+		// The daemon says nothing more unless the lock is lost; an error
+		// here means the daemon (and with it the lock) is gone.
+		if r, err := d.receive(); err == nil && r.Lost != "" {
+			why = r.Lost
+		}
+		close(lost)
+	}()
+	return &held{
+		token: r.Token, lost: lost, why: func() string { return why },
+		release: func() {
+			_ = d.send(request{Op: "release"})
+			d.Close()
+		},
+	}, nil
+}
+
+// runLocked runs the command while the lock is held and returns its status.
+func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.Logger) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(),
+		"MCNODE_LOCK="+name,
+		"MCNODE_TOKEN="+strconv.FormatUint(h.token, 10),
+		"MCNODE_GROUP="+c.String("group"),
+	)
+	if err := cmd.Start(); err != nil {
+		code := exitNotExec
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code = exitNotFound
+		}
+		return &exitError{code: code, err: err}
+	}
+	log.Debug().Str("lock", name).Uint64("token", h.token).Int("pid", cmd.Process.Pid).Msg("running under lock")
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	lost := false
+	for {
+		select {
+		case s := <-sigs:
+			_ = cmd.Process.Signal(s) // the command decides; we wait for it
+		case <-h.lost:
+			if !lost {
+				lost = true
+				log.Error().Str("lock", name).Str("reason", h.why()).Msg("lock lost while the command ran: stopping it")
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				h.lost = nil
+				go func() {
+					time.Sleep(5 * time.Second)
+					_ = cmd.Process.Kill()
+				}()
+			}
+		case err := <-done:
+			if lost {
+				return &exitError{code: exitLost, err: fmt.Errorf("lock %q was lost while the command ran", name)}
+			}
+			return commandStatus(err)
+		}
+	}
+}
+
+// commandStatus turns the command's outcome into mcnode's exit status.
+func commandStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return &exitError{code: 128 + int(ws.Signal())}
+		}
+		return &exitError{code: ee.ExitCode()}
+	}
+	return &exitError{code: 1, err: err}
+}

@@ -1,0 +1,87 @@
+// Command mcnode runs nodes of an mcnode group on a LAN and takes locks from
+// scripts. See mcnode --help, and the README.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// exitError carries an exit status out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// Exit statuses of mcnode itself (mcnode lock otherwise exits with its
+// command's status).
+const (
+	exitNotAcquired = 1 // the lock was not acquired (timeout, or held with --nonblock)
+	exitUsage       = 2 // bad flags or arguments
+	exitLost        = 3 // the lock was lost while the command ran
+	exitNotFound    = 127
+	exitNotExec     = 126
+)
+
+func main() {
+	app := newApp()
+	err := app.Run(os.Args)
+	var ee *exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		if ee.err != nil {
+			fmt.Fprintf(os.Stderr, "mcnode: %v\n", ee.err)
+		}
+		os.Exit(ee.code)
+	default:
+		fmt.Fprintf(os.Stderr, "mcnode: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// onUsageError reports a bad flag or argument in one line.
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	cmd := "mcnode"
+	if c.Command != nil && c.Command.Name != "" {
+		cmd += " " + c.Command.Name
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("%v (see %s --help)", err, cmd)}
+}
+
+// withCommon gives a command the shared group and logging flags, after its
+// own, and one-line usage errors.
+func withCommon(cmd *cli.Command) *cli.Command {
+	cmd.Flags = append(cmd.Flags, commonFlags()...)
+	cmd.OnUsageError = onUsageError
+	return cmd
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:  "mcnode",
+		Usage: "distributed locks for a LAN over IP multicast (rotating-arbiter mutual exclusion)",
+		Description: "Nodes join a multicast group and share named locks. One member at a time is the\n" +
+			"server; it grants locks by multicasting its decisions, and the role rotates.\n" +
+			"Every flag can also be set by the environment variable shown with it.",
+		Commands: []*cli.Command{
+			withCommon(runCommand()),
+			withCommon(lockCommand()),
+			withCommon(statusCommand()),
+			withCommon(demoCommand()),
+		},
+		OnUsageError:    onUsageError,
+		HideHelpCommand: true,
+		ExitErrHandler:  func(*cli.Context, error) {},
+	}
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcnode/mcnode/group"
+)
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "run",
+		Usage: "join the group and stay, serving locks to local scripts through a control socket",
+		Description: "Joins (or, if no member answers within --join-timeout, founds) the group on\n" +
+			"--interface and stays until interrupted, then leaves it cleanly. `mcnode lock`\n" +
+			"and `mcnode status` on this host go through it.",
+		Action: func(c *cli.Context) error {
+			log, err := logger(c)
+			if err != nil {
+				return err
+			}
+			cfg, err := groupConfig(c, log)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			path := socketPath(c)
+			l, err := listen(path)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			defer os.Remove(path)
+			defer l.Close()
+			g, err := group.Join(ctx, cfg)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			st, _ := g.Status()
+			log.Info().Uint64("node", uint64(st.Self)).Str("addr", st.Addr).Str("socket", path).
+				Int("members", len(st.Members)).Msg("member of the group; serving local clients")
+			go serveControl(l, g, log)
+			<-ctx.Done()
+			log.Info().Msg("leaving the group")
+			lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+			defer cancel()
+			if err := g.Leave(lctx); err != nil {
+				log.Warn().Err(err).Msg("leave not confirmed; the group will notice the silence")
+			}
+			return nil
+		},
+	}
+}
