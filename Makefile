@@ -1,0 +1,36 @@
+# mcnode. `make demo` runs a demo group on this host; `make test` runs every
+# test (as root it also runs the real-multicast and multi-host tests, each in
+# private network namespaces it creates and removes itself).
+
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: all build demo test vet fuzz sweep clean
+
+all: build
+
+build:
+	$(GO) build -o bin/mcnode ./cmd/mcnode
+
+demo:
+	$(GO) run ./cmd/mcnode demo
+
+test: vet
+	$(GO) test -race -timeout 40m ./...
+
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+# Coverage-guided fuzzing of the decoders (not part of `make test`).
+fuzz:
+	$(GO) test ./wire -run '^$$' -fuzz FuzzDecode -fuzztime 60s
+	$(GO) test ./wire -run '^$$' -fuzz FuzzSnapshot -fuzztime 30s
+
+# A wider seeded sweep than the default 1000 seeds.
+sweep:
+	MCNODE_SIM_SEEDS=20000 $(GO) test ./internal/simtest -run TestPropertySeeded -timeout 60m -v
+
+clean:
+	rm -rf bin
