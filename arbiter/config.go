@@ -33,6 +33,11 @@ type Config struct {
 	// Params are the group's parameters if this node founds it; a joining
 	// node adopts the group's.
 	Params wire.Params
+	// FirstT is the group timestamp a founded group starts at (at least 1,
+	// the default). Fencing tokens are Ts, so a runtime that starts each new
+	// group at the wall clock in microseconds keeps tokens increasing across
+	// groups founded one after another under the same name.
+	FirstT uint64
 
 	// Limits bound what is sent and accepted.
 	Limits wire.Limits
@@ -96,6 +101,15 @@ func DefaultConfig() Config {
 	}
 }
 
+// LeaseFloor is the shortest lease that members with these timings keep
+// while they answer every ping: a lease is renewed from the reply a member
+// sent early in one turn, by the SYNC at the end of that turn, and then not
+// again until the end of the next turn, so it must outlast two turns and the
+// ping waits that can stretch them.
+func LeaseFloor(turnTicks, pingTimeoutTicks int) uint64 {
+	return 2 * uint64(turnTicks+pingTimeoutTicks)
+}
+
 // Configuration errors.
 var (
 	// ErrConfig wraps every configuration error; the message names the field.
@@ -155,9 +169,9 @@ func (c *Config) validate() error {
 		return bad("Params.MaxMembers %d out of range [1, %d]", c.Params.MaxMembers, c.Limits.MaxMembers)
 	case c.Params.LeaseTicks == 0:
 		return bad("Params.LeaseTicks must be positive")
-	case c.Params.LeaseTicks <= uint64(c.TurnTicks+c.PingTimeoutTicks):
-		return bad("Params.LeaseTicks %d must exceed TurnTicks+PingTimeoutTicks (%d): members renew their lease once a turn",
-			c.Params.LeaseTicks, c.TurnTicks+c.PingTimeoutTicks)
+	case c.Params.LeaseTicks <= LeaseFloor(c.TurnTicks, c.PingTimeoutTicks):
+		return bad("Params.LeaseTicks %d must exceed 2*(TurnTicks+PingTimeoutTicks) = %d: a member's lease is renewed by the SYNC that ends the turn after the one it answered in",
+			c.Params.LeaseTicks, LeaseFloor(c.TurnTicks, c.PingTimeoutTicks))
 	case c.RetryTicks <= c.LazyTicks:
 		return bad("RetryTicks %d must exceed LazyTicks %d", c.RetryTicks, c.LazyTicks)
 	case c.PingTimeoutTicks > c.TurnTicks:

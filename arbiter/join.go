@@ -26,7 +26,7 @@ func (n *Node) startJoin() {
 // incarnation names this run of the group (the header's Instance).
 func (n *Node) found() {
 	n.st = newState(n.cfg.Inc, n.cfg.Params)
-	n.st.t = 1 // T 0 is never a decision, so no fencing token is ever 0
+	n.st.t = max(1, n.cfg.FirstT) // T 0 is never a decision, so no fencing token is ever 0
 	n.st.addMember(1, n.cfg.Inc, n.cfg.Addr)
 	n.id = 1
 	n.stat = statusMember

@@ -498,7 +498,11 @@ func (n *Node) reconcile() {
 			n.granted(name, r.holderReq, r.token)
 		}
 		if p := n.reqs[name]; p != nil {
-			p.queued = slices.ContainsFunc(r.queue, func(w wire.Waiter) bool { return w.Node == n.id && w.Req == p.req })
+			queued := slices.ContainsFunc(r.queue, func(w wire.Waiter) bool { return w.Node == n.id && w.Req == p.req })
+			if queued && !p.queued {
+				n.emit(Event{Kind: EventQueued, Node: n.id, Resource: name, Req: p.req})
+			}
+			p.queued = queued
 		}
 	}
 }
@@ -539,7 +543,7 @@ func (n *Node) onPing(src string, p *wire.Ping) {
 			delete(n.replies, sortedKeys(n.replies)[0])
 		}
 	}
-	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.PingReply{Turn: p.Turn}})
+	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.PingReply{Turn: p.Turn, Probe: p.Probe}})
 }
 
 // replayWindow drops duplicate and very late application updates from one

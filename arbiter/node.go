@@ -209,7 +209,7 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	case *wire.PingReply:
 		if n.srv != nil && from != nil && m.Turn == n.srv.turn {
 			n.srv.answered[h.From] = true
-			if h.From == n.srv.confirming {
+			if h.From == n.srv.confirming && m.Probe == n.srv.probe {
 				n.srv.confirmed = true
 			}
 		}

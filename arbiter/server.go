@@ -23,6 +23,7 @@ type tenure struct {
 	confirming wire.NodeID
 	confirmAt  uint64
 	confirmed  bool
+	probe      uint64          // number of the last confirmation ping
 	lazy       []wire.Decision // applied, not yet sent: nobody waits on them
 	lazyAt     uint64
 	lastCast   uint64
@@ -120,8 +121,9 @@ func (n *Node) successorConfirmed() bool {
 		case next == n.id:
 			return true
 		case s.confirming != next:
+			s.probe++
 			s.confirming, s.confirmAt, s.confirmed = next, n.now, false
-			n.sendTo(next, &wire.Ping{Turn: s.turn})
+			n.sendTo(next, &wire.Ping{Turn: s.turn, Probe: s.probe})
 			return false
 		case s.confirmed:
 			return true
@@ -143,20 +145,35 @@ func (n *Node) endTurn() {
 	lease := st.params.LeaseTicks + st.params.LeaseMarginTicks
 	maxList := (n.cfg.Limits.MaxDatagram - wire.HeaderLen - 64) / 20
 	sync := &wire.Sync{T: st.t, Turn: s.turn}
-	removed := map[wire.NodeID]bool{}
+	var unheard []wire.Silence
 	for _, m := range st.members {
-		if s.heard[m.id] || len(sync.Unheard) >= maxList {
-			continue
-		}
-		silence := m.silence + tenureTicks
-		sync.Unheard = append(sync.Unheard, wire.Silence{ID: m.id, Ticks: silence})
-		if silence >= lease {
-			// Its own lease ran out LeaseMarginTicks ago at the latest: it
-			// has stopped using what it held, so reclaiming cannot overlap.
-			sync.Remove = append(sync.Remove, m.id)
-			removed[m.id] = true
+		if !s.heard[m.id] {
+			unheard = append(unheard, wire.Silence{ID: m.id, Ticks: m.silence + tenureTicks})
 		}
 	}
+	// A SYNC lists as many as fit a datagram, longest silent first: those not
+	// listed count as heard (safe: it only delays their removal), and the
+	// ones listed are removed first, so the rest come up in later turns.
+	slices.SortStableFunc(unheard, func(a, b wire.Silence) int {
+		switch {
+		case a.Ticks > b.Ticks:
+			return -1
+		case a.Ticks < b.Ticks:
+			return 1
+		}
+		return 0
+	})
+	sync.Unheard = unheard[:min(len(unheard), maxList)]
+	removed := map[wire.NodeID]bool{}
+	for _, u := range sync.Unheard {
+		if u.Ticks >= lease {
+			// Its own lease ran out LeaseMarginTicks ago at the latest: it
+			// has stopped using what it held, so reclaiming cannot overlap.
+			sync.Remove = append(sync.Remove, u.ID)
+			removed[u.ID] = true
+		}
+	}
+	slices.SortFunc(sync.Remove, cmpID)
 	next := n.chooseNext(removed)
 	view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return removed[id] })
 	sync.Next = n.realign(view, next)
@@ -165,7 +182,7 @@ func (n *Node) endTurn() {
 	n.flush()
 	n.srv = nil
 	n.renew(n.now)
-	n.news = n.now // as if the next server had spoken: give it time to
+	n.news = n.now // as if the next server had spoken: give it time to take over
 	if next != n.id {
 		n.hand = &handoff{to: next, nextT: sync.Next, sync: sync, at: n.now}
 	}

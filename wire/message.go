@@ -196,12 +196,16 @@ type Released struct {
 type Ping struct {
 	_struct struct{} `codec:",toarray"`
 	Turn    uint64   // the T at which the server's turn began: names the turn
+	// Probe numbers the pings of one turn, so that the reply to the ping
+	// that confirms a successor is alive is told from an older one.
+	Probe uint64
 }
 
-// PingReply answers a Ping, directly to the server.
+// PingReply answers a Ping, directly to the server, echoing Turn and Probe.
 type PingReply struct {
 	_struct struct{} `codec:",toarray"`
 	Turn    uint64
+	Probe   uint64
 }
 
 // Silence records that a member was not heard during a turn, and for how many
