@@ -183,11 +183,11 @@ func (c *Config) Validate() error {
 	if c.PingTimeout > c.TurnTimeout {
 		return bad("PingTimeout %v must not exceed TurnTimeout %v", c.PingTimeout, c.TurnTimeout)
 	}
-	if c.LeaseTimeout <= c.TurnTimeout+c.PingTimeout {
-		return bad("LeaseTimeout %v must exceed TurnTimeout+PingTimeout (%v): members renew it once a turn",
-			c.LeaseTimeout, c.TurnTimeout+c.PingTimeout)
+	if floor := 2 * (c.TurnTimeout + c.PingTimeout); c.LeaseTimeout <= floor {
+		return bad("LeaseTimeout %v must exceed 2*(TurnTimeout+PingTimeout) = %v: a lease is renewed once a turn, from a reply sent the turn before",
+			c.LeaseTimeout, floor)
 	}
-	_, err := c.machine(1, "x")
+	_, err := c.machine(1, "x", 1)
 	return err
 }
 
@@ -196,9 +196,11 @@ func (c *Config) ticks(d time.Duration) int {
 	return int((d + c.Tick - 1) / c.Tick)
 }
 
-// machine derives the state machine's configuration.
-func (c *Config) machine(inc uint64, addr string) (arbiter.Config, error) {
+// machine derives the state machine's configuration. firstT is where a
+// group this node founds starts its timestamp.
+func (c *Config) machine(inc uint64, addr string, firstT uint64) (arbiter.Config, error) {
 	m := arbiter.DefaultConfig()
+	m.FirstT = firstT
 	m.Group = wire.GroupID(c.Name)
 	m.Inc = inc
 	m.Addr = addr

@@ -34,6 +34,9 @@ var (
 	ErrLeaseLost = errors.New("group: lease lost")
 	// ErrTickMismatch: the group runs with another tick than this node.
 	ErrTickMismatch = errors.New("group: tick differs from the group's")
+	// ErrLeaseTooShort: the group's lease is too short for this node's turn
+	// and ping timings; its leases would run out while it is healthy.
+	ErrLeaseTooShort = errors.New("group: the group's lease is too short for this node's timings")
 )
 
 // Re-exported names from the state machine, so that users need only this
@@ -92,6 +95,8 @@ type Group struct {
 	subs    map[int]*subscription
 	subSeq  int
 	stats   Stats
+	broken  error // why the node can take no more requests (refused on rejoin)
+	others  map[uint64]bool
 	pending []wire.Message
 	batch   []Datagram
 }
@@ -107,6 +112,7 @@ type Stats struct {
 	EventsDropped uint64 // events not read from Events in time
 	Entries       uint64 // resources granted to this node
 	Rejoins       uint64 // times this node was removed and rejoined
+	OtherInstance uint64 // datagrams from a separately founded run of this group: dropped
 	Machine       arbiter.Stats
 }
 
@@ -180,7 +186,10 @@ func (g *Group) newNode() error {
 		return fmt.Errorf("group: incarnation ID: %w", err)
 	}
 	inc := binary.LittleEndian.Uint64(b[:]) | 1
-	mc, err := g.cfg.machine(inc, g.tr.LocalAddr())
+	// A group founded now starts its timestamp at the wall clock in
+	// microseconds, so that fencing tokens keep increasing across groups
+	// founded one after another under this name (T advances far slower).
+	mc, err := g.cfg.machine(inc, g.tr.LocalAddr(), uint64(g.clock.Now().UnixMicro()))
 	if err != nil {
 		return err
 	}
@@ -200,14 +209,25 @@ func (g *Group) run() {
 	ticker := g.clock.NewTicker(g.cfg.Tick)
 	defer ticker.Stop()
 	packets := g.tr.Packets()
+	// The machine's time is the number of ticks since start, taken from the
+	// monotonic clock: a ticker drops ticks when the loop stalls or the
+	// process is paused, and a lease counted in dropped ticks would run slow
+	// (the unsafe way). Time catches up before anything else is handled.
+	start, ticked := g.clock.Now(), int64(0)
+	catchUp := func() {
+		for due := int64(g.clock.Now().Sub(start) / g.cfg.Tick); ticked < due; ticked++ {
+			g.node.Tick()
+		}
+	}
 	g.flush()
 	for {
 		select {
 		case <-g.stop:
 			return
 		case <-ticker.C():
-			g.node.Tick()
+			catchUp()
 		case p, ok := <-packets:
+			catchUp()
 			if !ok {
 				g.log.Error().Msg("transport closed under the node")
 				return
@@ -228,6 +248,7 @@ func (g *Group) run() {
 				}
 			}
 		case op := <-g.ops:
+			catchUp()
 			op()
 		}
 		g.flush()
@@ -240,6 +261,10 @@ func (g *Group) receive(p Packet) {
 	h, err := wire.DecodeHeader(p.Data)
 	if err == nil && h.Group != g.id {
 		g.stats.Foreign++
+		return
+	}
+	if inst := g.node.Instance(); err == nil && inst != 0 && h.Instance != 0 && h.Instance != inst {
+		g.otherInstance(h.Instance, p.Source)
 		return
 	}
 	pkt, err := g.codec.Decode(p.Data)
@@ -310,9 +335,16 @@ func (g *Group) handle(e Event) {
 	g.logEvent(e)
 	switch e.Kind {
 	case EventJoined:
-		if p := g.node.Params(); p.TickMicros != uint64(g.cfg.Tick/time.Microsecond) {
-			err := fmt.Errorf("%w: the group ticks every %v, this node every %v; use the same -tick everywhere",
+		p := g.node.Params()
+		if p.TickMicros != uint64(g.cfg.Tick/time.Microsecond) {
+			err := fmt.Errorf("%w: the group ticks every %v, this node every %v; use the same --tick everywhere",
 				ErrTickMismatch, time.Duration(p.TickMicros)*time.Microsecond, g.cfg.Tick)
+			g.finishJoin(err)
+			return
+		}
+		if floor := arbiter.LeaseFloor(g.cfg.ticks(g.cfg.TurnTimeout), g.cfg.ticks(g.cfg.PingTimeout)); p.LeaseTicks <= floor {
+			err := fmt.Errorf("%w: the group's lease is %v, and this node's --turn-timeout and ping timeout need more than %v; use the group's timings",
+				ErrLeaseTooShort, time.Duration(p.LeaseTicks)*g.cfg.Tick, time.Duration(floor)*g.cfg.Tick)
 			g.finishJoin(err)
 			return
 		}
@@ -322,6 +354,7 @@ func (g *Group) handle(e Event) {
 		}
 	case EventGroupFull:
 		g.finishJoin(ErrGroupFull)
+		g.fail(ErrGroupFull) // on a rejoin: nobody waiting here can be served
 	case EventLeft:
 		if g.left != nil {
 			close(g.left)
@@ -346,6 +379,28 @@ func (g *Group) handle(e Event) {
 	}
 }
 
+// fail stops serving requests: waiting calls fail with err, and so will
+// later ones.
+func (g *Group) fail(err error) {
+	g.broken = err
+	g.releaseAllLocal(err)
+}
+
+// otherInstance warns, once per instance, about a separately founded run of
+// this group on the network: its members' locks are not exclusive with ours.
+func (g *Group) otherInstance(inst uint64, from string) {
+	g.stats.OtherInstance++
+	if g.others == nil {
+		g.others = map[uint64]bool{}
+	}
+	if g.others[inst] || len(g.others) > 64 {
+		return
+	}
+	g.others[inst] = true
+	g.log.Error().Str("from", from).Uint64("instance", inst).Uint64("ours", g.node.Instance()).
+		Msg("another run of this group is on the network: it was founded separately (multicast did not reach between them when it was), and its locks are NOT exclusive with ours; stop one side's nodes")
+}
+
 func (g *Group) finishJoin(err error) {
 	select {
 	case g.joinErr <- err:
@@ -356,6 +411,11 @@ func (g *Group) finishJoin(err error) {
 // removed handles this node being declared dead: every lease is lost, every
 // waiting call fails, and a new incarnation joins in its place.
 func (g *Group) removed() {
+	if g.left != nil { // leaving anyway: being removed is as good as a leave
+		close(g.left)
+		g.left = nil
+		return
+	}
 	g.stats.Rejoins++
 	for _, name := range sortedNames(g.locks) {
 		ls := g.locks[name]
@@ -370,6 +430,7 @@ func (g *Group) removed() {
 	}
 	if err := g.newNode(); err != nil {
 		g.log.Error().Err(err).Msg("could not rejoin")
+		g.fail(err)
 	}
 }
 
@@ -377,7 +438,8 @@ func (g *Group) logEvent(e Event) {
 	l := g.log
 	switch e.Kind {
 	case EventFounded:
-		l.Info().Uint64("node", uint64(e.Node)).Msg("no group answered: founded a new one")
+		l.Warn().Uint64("node", uint64(e.Node)).Str("address", g.cfg.Address).
+			Msg("no member answered: founded the group; if other hosts already run it, multicast does not reach between them")
 	case EventJoined:
 		l.Info().Uint64("node", uint64(e.Node)).Int("members", len(g.node.Members())).Uint64("T", e.T).Msg("joined the group")
 	case EventGroupFull:
@@ -468,24 +530,29 @@ func (g *Group) Events() <-chan Event { return g.events }
 
 // Status is a snapshot of the node and of the group as it sees it.
 type Status struct {
-	Group     string
-	Self      NodeID
-	Addr      string
-	Joined    bool
-	T         uint64
-	Server    NodeID
-	IsServer  bool
-	Instance  uint64
-	Members   []Member
-	Resources []arbiter.ResourceInfo
-	Held      []arbiter.Held
-	Stats     Stats
+	Group    string
+	Self     NodeID
+	Addr     string
+	Joined   bool
+	T        uint64
+	Server   NodeID
+	IsServer bool
+	Instance uint64
+	Members  []Member
+	// LeaseTimeout and LeaseMargin are the group's: after a member's lease
+	// runs out, the group may hand what it held to another after the margin.
+	LeaseTimeout time.Duration
+	LeaseMargin  time.Duration
+	Resources    []arbiter.ResourceInfo
+	Held         []arbiter.Held
+	Stats        Stats
 }
 
 // Status reports the node and the group.
 func (g *Group) Status() (Status, error) {
 	return ask(g, func() Status {
 		srv, _ := g.node.Server()
+		p := g.node.Params()
 		st := g.stats
 		st.Sent = maps.Clone(g.stats.Sent)
 		st.Machine = g.node.Stats()
@@ -493,6 +560,7 @@ func (g *Group) Status() (Status, error) {
 			Group: g.cfg.Name, Self: g.node.ID(), Addr: g.tr.LocalAddr(), Joined: g.node.Joined(),
 			T: g.node.T(), Server: srv, IsServer: g.node.IsServer(), Instance: g.node.Instance(),
 			Members: g.node.Members(), Resources: g.node.Resources(), Held: g.node.Held(), Stats: st,
+			LeaseTimeout: time.Duration(p.LeaseTicks) * g.cfg.Tick, LeaseMargin: time.Duration(p.LeaseMarginTicks) * g.cfg.Tick,
 		}
 	})
 }

@@ -402,3 +402,34 @@ func ExampleGroup_Subscribe() {
 	fmt.Printf("from node %d: %s\n", u.From, u.Data)
 	// Output: from node 1: player 1: 40
 }
+
+// Two runs of one group founded while multicast did not pass between them:
+// once it does, each drops the other's datagrams (never applies a foreign
+// log) and counts them, and the runtime logs an error saying so.
+func TestSeparatelyFoundedRunsAreDetected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(12)
+		a, b := memConfig(net), memConfig(net)
+		net.Isolate(b.Transport.LocalAddr(), true)
+		ga, err := group.Join(context.Background(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ga.Close() })
+		gb, err := group.Join(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { gb.Close() })
+		net.Isolate(b.Transport.LocalAddr(), false)
+		time.Sleep(2 * time.Second)
+		sa, _ := ga.Status()
+		sb, _ := gb.Status()
+		if sa.Instance == sb.Instance || sa.Stats.OtherInstance == 0 || sb.Stats.OtherInstance == 0 {
+			t.Fatalf("instances %x and %x, other-instance datagrams %d and %d", sa.Instance, sb.Instance, sa.Stats.OtherInstance, sb.Stats.OtherInstance)
+		}
+		if len(sa.Members) != 1 || len(sb.Members) != 1 {
+			t.Fatalf("a foreign run's datagrams changed the view: %d and %d members", len(sa.Members), len(sb.Members))
+		}
+	})
+}

@@ -134,6 +134,10 @@ func (g *Group) lock(name string) *lockState {
 }
 
 func (g *Group) enqueue(name string, w *waiter) {
+	if g.broken != nil {
+		w.ch <- acquireResult{err: g.broken}
+		return
+	}
 	ls := g.lock(name)
 	if w.try && (ls.lease != nil || len(ls.waiters) > 0) {
 		w.ch <- acquireResult{err: ErrLocked}
@@ -239,7 +243,7 @@ func (g *Group) lost(e Event) {
 func (g *Group) release(l *Lease) error {
 	l.mu.Lock()
 	lost, released := l.err != nil, l.released
-	l.released = true
+	l.released = !lost
 	l.mu.Unlock()
 	switch {
 	case released:
