@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -42,8 +43,29 @@ type response struct {
 	Error  string      `json:"error,omitempty"`
 	Locked bool        `json:"locked,omitempty"` // a --nonblock lock found it held
 	Token  uint64      `json:"token,omitempty"`
+	Margin int64       `json:"margin_ms,omitempty"` // the group's lease margin
 	Lost   string      `json:"lost,omitempty"`
 	Status *statusView `json:"status,omitempty"`
+}
+
+// errUnsafeSocketDir: the control socket's directory could be someone
+// else's. Never fall back silently from this.
+var errUnsafeSocketDir = errors.New("unsafe control socket directory")
+
+// privateDir checks that the control socket's directory belongs to this
+// user and that nobody else can write to it: in a shared directory such as
+// /tmp, another user could otherwise put a socket of theirs there and pose
+// as the daemon.
+func privateDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || st.Uid != uint32(os.Getuid()) || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%w: %s is not a directory of yours that only you can write to (remove it, or choose another with --socket)", errUnsafeSocketDir, dir)
+	}
+	return nil
 }
 
 // listen opens the control socket, refusing if another daemon serves it and
@@ -51,6 +73,9 @@ type response struct {
 func listen(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("control socket directory: %w", err)
+	}
+	if err := privateDir(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
@@ -130,7 +155,11 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g *group.Grou
 		return
 	}
 	log.Debug().Str("resource", req.Name).Uint64("token", lease.Token()).Msg("lock held for a local client")
-	if err := enc.Encode(response{OK: true, Token: lease.Token()}); err != nil {
+	var margin int64
+	if st, err := g.Status(); err == nil {
+		margin = st.LeaseMargin.Milliseconds()
+	}
+	if err := enc.Encode(response{OK: true, Token: lease.Token(), Margin: margin}); err != nil {
 		_ = lease.Release()
 		return
 	}
@@ -153,6 +182,9 @@ type daemonClient struct {
 // dialDaemon connects to the daemon; os.ErrNotExist-like errors mean there
 // is none.
 func dialDaemon(path string) (*daemonClient, error) {
+	if err := privateDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
 	conn, err := net.DialTimeout("unix", path, time.Second)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -290,7 +291,8 @@ func parseUints(t *testing.T, path string) []uint64 {
 func TestE2EKillHolderDaemon(t *testing.T) {
 	c := newCluster(t, 3, 3)
 	const holder, waiter = 1, 2
-	client := c.mcnode(holder, "lock", "r", "--", "sleep", "60")
+	// The command starts a grandchild; losing the lock must stop it too.
+	client := c.mcnode(holder, "lock", "r", "--", "sh", "-c", `sleep 60 & echo $! > "$1"; wait`, "sh", filepath.Join(c.dir, "grandchild"))
 	var clientOut bytes.Buffer
 	client.Stdout, client.Stderr = &clientOut, &clientOut
 	if err := client.Start(); err != nil {
@@ -337,6 +339,15 @@ func TestE2EKillHolderDaemon(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the holder's lock client did not notice its daemon died")
 	}
+	pids := parseUints(t, filepath.Join(c.dir, "grandchild"))
+	if len(pids) != 1 {
+		t.Fatalf("grandchild pid file: %v", pids)
+	}
+	for deadline := time.Now().Add(2 * time.Second); syscall.Kill(int(pids[0]), 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command's child %d still runs after the lock was lost", pids[0])
+		}
+	}
 }
 
 // kill -9 of a member that is not the server: the others go on taking locks
@@ -364,22 +375,41 @@ func TestE2EKillNonServerMember(t *testing.T) {
 	}
 }
 
-// kill -9 of a `mcnode lock` client: its daemon sees the connection drop and
-// releases the lock at once.
+// kill -9 of a `mcnode lock` client: its command goes on, and so does the
+// lock, which the command inherited (flock(1) semantics); the lock is free
+// once the command ends.
 func TestE2EKillLockClient(t *testing.T) {
 	c := newCluster(t, 2, 2)
-	client := c.mcnode(0, "lock", "r", "--", "sleep", "60")
+	const work = 1500 * time.Millisecond
+	client := c.mcnode(0, "lock", "r", "--", "sleep", fmt.Sprint(work.Seconds()))
 	if err := client.Start(); err != nil {
 		t.Fatal(err)
 	}
 	c.waitStatus(1, "the client has the lock", c.holding("r", -1, 0))
+	started := time.Now()
 	_ = client.Process.Kill()
 	_ = client.Wait()
-	start := time.Now()
-	if out, err := c.mcnode(1, "lock", "--timeout", "5s", "r", "--", "true").CombinedOutput(); err != nil {
-		t.Fatalf("lock not released after its client died: %v: %s", err, out)
+	if out, err := c.mcnode(1, "lock", "--timeout", "10s", "r", "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("lock not released after its command ended: %v: %s", err, out)
 	}
-	t.Logf("lock free %v after kill -9 of its client", time.Since(start).Round(time.Millisecond))
+	if took := time.Since(started); took < work-300*time.Millisecond {
+		t.Fatalf("the lock moved on %v after its client was killed, while its command still ran", took)
+	}
+	t.Logf("lock moved on %v after kill -9 of its client, once the %v command ended", time.Since(started).Round(time.Millisecond), work)
+}
+
+// Without a daemon and without a group on the network, mcnode lock does not
+// found one (where multicast is broken, every host would); --found does.
+func TestE2ELockWithoutGroup(t *testing.T) {
+	c := newCluster(t, 1, 0)
+	out, err := c.mcnode(0, "lock", "x", "--", "true").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), "no member of group") {
+		t.Fatalf("lock with no group: %v: %s", err, out)
+	}
+	if out, err := c.mcnode(0, "lock", "--found", "x", "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("lock --found: %v: %s", err, out)
+	}
 }
 
 // mcnode lock passes the command's exit status on and reports a timeout.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -25,16 +26,25 @@ func lockCommand() *cli.Command {
 		Description: "Waits for the lock NAME in the group's FIFO order, runs COMMAND with\n" +
 			"MCNODE_LOCK, MCNODE_TOKEN (the fencing token) and MCNODE_GROUP in its environment,\n" +
 			"then releases the lock, like flock(1) across hosts. It goes through the local\n" +
-			"`mcnode run` daemon if one serves the group, else joins the group for the duration.\n\n" +
+			"`mcnode run` daemon if one serves the group, else joins the group for the duration\n" +
+			"(it does not found a group unless --found is given).\n\n" +
+			"COMMAND runs in its own process group (--foreground keeps it in the terminal's).\n" +
+			"If the lock is lost while it runs, the process group gets SIGTERM, then SIGKILL\n" +
+			"after half the group's lease margin, before the group can hand the lock on.\n" +
+			"Through a daemon, COMMAND inherits the lock's connection: if mcnode lock is\n" +
+			"killed, the lock is held until COMMAND and every process it started have exited,\n" +
+			"as with flock(1). Without a daemon, COMMAND is killed if mcnode lock is.\n\n" +
 			"Exit status: COMMAND's own; 1 if the lock was not acquired (--timeout, or held\n" +
-			"with --nonblock); 2 for usage errors; 3 if the lock was lost while COMMAND ran\n" +
-			"(COMMAND is sent SIGTERM then); 126/127 if COMMAND cannot be run or found.",
+			"with --nonblock); 2 for usage errors; 3 if the lock was lost while COMMAND ran;\n" +
+			"126/127 if COMMAND cannot be run or found.",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "timeout", Aliases: []string{"w"}, EnvVars: []string{"MCNODE_LOCK_TIMEOUT"},
 				Usage: "give up waiting for the lock after this long (0: wait forever)"},
 			&cli.BoolFlag{Name: "nonblock", Aliases: []string{"n"},
 				Usage: "fail at once if another member holds or waits for the lock"},
 			&cli.BoolFlag{Name: "no-daemon", Usage: "join the group directly even if a local daemon runs"},
+			&cli.BoolFlag{Name: "found", Usage: "without a daemon: found the group if no member answers (only safe where multicast is known to work)"},
+			&cli.BoolFlag{Name: "foreground", Usage: "run COMMAND in the terminal's process group (for interactive commands); only COMMAND itself is signalled if the lock is lost"},
 		},
 		Action: lockAction,
 	}
@@ -43,6 +53,8 @@ func lockCommand() *cli.Command {
 // held is a lock held either through the daemon or by joining directly.
 type held struct {
 	token   uint64
+	margin  time.Duration // the group's lease margin
+	conn    *os.File      // the daemon connection, for COMMAND to inherit
 	lost    <-chan struct{}
 	why     func() string
 	release func()
@@ -73,13 +85,16 @@ func lockAction(c *cli.Context) error {
 		defer cancel()
 	}
 	h, err := acquireLock(c, actx, name, log)
-	if err != nil {
-		switch {
-		case errors.Is(err, group.ErrLocked):
-			return &exitError{code: exitNotAcquired, err: fmt.Errorf("lock %q is held by another member (--nonblock)", name)}
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-			return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q", c.Duration("timeout"), name)}
-		}
+	var ee *exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		return err
+	case errors.Is(err, group.ErrLocked):
+		return &exitError{code: exitNotAcquired, err: fmt.Errorf("lock %q is held by another member (--nonblock)", name)}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q", c.Duration("timeout"), name)}
+	default:
 		return &exitError{code: exitNotAcquired, err: err}
 	}
 	defer h.release()
@@ -89,17 +104,34 @@ func lockAction(c *cli.Context) error {
 // acquireLock takes the lock through the daemon, or else by joining.
 func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.Logger) (*held, error) {
 	if !c.Bool("no-daemon") {
-		if d, err := dialDaemon(socketPath(c)); err == nil {
+		d, err := dialDaemon(socketPath(c))
+		switch {
+		case err == nil:
 			log.Debug().Str("socket", socketPath(c)).Msg("locking through the local daemon")
 			return lockViaDaemon(ctx, d, name, c.Bool("nonblock"))
+		case errors.Is(err, errUnsafeSocketDir):
+			return nil, err
 		}
 	}
 	cfg, err := groupConfig(c, log)
 	if err != nil {
 		return nil, err
 	}
-	g, err := group.Join(ctx, cfg)
+	// Founding a group for one lock is only safe if multicast is known to
+	// work: where it does not, every host would found its own group and all
+	// of them would "hold" the lock.
+	cfg.Bootstrap = c.Bool("found")
+	jctx := ctx
+	if !cfg.Bootstrap {
+		var cancel context.CancelFunc
+		jctx, cancel = context.WithTimeout(ctx, 3*cfg.JoinTimeout)
+		defer cancel()
+	}
+	g, err := group.Join(jctx, cfg)
 	if err != nil {
+		if !cfg.Bootstrap && ctx.Err() == nil {
+			return nil, fmt.Errorf("no member of group %q answered on %s via %s: run `mcnode run` on the hosts that share locks (see the README), or pass --found to start the group here", cfg.Name, cfg.Address, cfg.Interface)
+		}
 		return nil, err
 	}
 	leave := func() {
@@ -116,8 +148,9 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 		leave()
 		return nil, err
 	}
+	st, _ := g.Status()
 	return &held{
-		token: l.Token(), lost: l.Lost(),
+		token: l.Token(), lost: l.Lost(), margin: st.LeaseMargin,
 		why:     func() string { return l.Err().Error() },
 		release: func() { _ = l.Release(); leave() },
 	}, nil
@@ -156,6 +189,10 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 		d.Close()
 		return nil, fmt.Errorf("daemon: %s", r.Error)
 	}
+	var conn *os.File
+	if uc, ok := d.conn.(*net.UnixConn); ok {
+		conn, _ = uc.File() // a duplicate, for COMMAND to inherit
+	}
 	lost := make(chan struct{})
 	why := "the daemon went away"
 	go func() {
@@ -167,7 +204,8 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 		close(lost)
 	}()
 	return &held{
-		token: r.Token, lost: lost, why: func() string { return why },
+		token: r.Token, lost: lost, why: func() string { return why }, conn: conn,
+		margin: time.Duration(r.Margin) * time.Millisecond,
 		release: func() {
 			_ = d.send(request{Op: "release"})
 			d.Close()
@@ -184,12 +222,36 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 		"MCNODE_TOKEN="+strconv.FormatUint(h.token, 10),
 		"MCNODE_GROUP="+c.String("group"),
 	)
-	if err := cmd.Start(); err != nil {
+	foreground := c.Bool("foreground")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: !foreground}
+	if h.conn != nil {
+		// The command holds the lock's connection too: the daemon releases
+		// only when every copy is closed, so killing mcnode lock does not
+		// free the lock under a command still at work (flock(1) semantics).
+		cmd.ExtraFiles = []*os.File{h.conn}
+	} else {
+		// Without a daemon the lock dies with mcnode lock; so does COMMAND.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	err := cmd.Start()
+	if h.conn != nil {
+		h.conn.Close()
+	}
+	if err != nil {
 		code := exitNotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			code = exitNotFound
 		}
 		return &exitError{code: code, err: err}
+	}
+	// send reaches the command's whole process group, unless it runs in the
+	// foreground one.
+	send := func(s syscall.Signal) {
+		if foreground {
+			_ = cmd.Process.Signal(s)
+		} else {
+			_ = syscall.Kill(-cmd.Process.Pid, s)
+		}
 	}
 	log.Debug().Str("lock", name).Uint64("token", h.token).Int("pid", cmd.Process.Pid).Msg("running under lock")
 	sigs := make(chan os.Signal, 4)
@@ -197,24 +259,29 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	defer signal.Stop(sigs)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var killAt <-chan time.Time
 	lost := false
 	for {
 		select {
 		case s := <-sigs:
-			_ = cmd.Process.Signal(s) // the command decides; we wait for it
-		case <-h.lost:
-			if !lost {
-				lost = true
-				log.Error().Str("lock", name).Str("reason", h.why()).Msg("lock lost while the command ran: stopping it")
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				h.lost = nil
-				go func() {
-					time.Sleep(5 * time.Second)
-					_ = cmd.Process.Kill()
-				}()
+			if ss, ok := s.(syscall.Signal); ok {
+				send(ss) // the command decides; we wait for it
 			}
+		case <-h.lost:
+			lost = true
+			h.lost = nil
+			// The group may hand the lock on one lease margin after this
+			// node's lease ran out: stop the work well before.
+			grace := max(h.margin/2, 10*time.Millisecond)
+			log.Error().Str("lock", name).Str("reason", h.why()).Dur("kill_after", grace).Msg("lock lost while the command ran: stopping it")
+			send(syscall.SIGTERM)
+			killAt = time.After(grace)
+		case <-killAt:
+			send(syscall.SIGKILL)
+			killAt = nil
 		case err := <-done:
 			if lost {
+				send(syscall.SIGKILL) // whatever the command left behind
 				return &exitError{code: exitLost, err: fmt.Errorf("lock %q was lost while the command ran", name)}
 			}
 			return commandStatus(err)

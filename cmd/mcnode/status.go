@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -87,7 +88,11 @@ func statusCommand() *cli.Command {
 }
 
 func fetchStatus(c *cli.Context) (*statusView, error) {
-	if d, err := dialDaemon(socketPath(c)); err == nil {
+	d, err := dialDaemon(socketPath(c))
+	if errors.Is(err, errUnsafeSocketDir) {
+		return nil, err
+	}
+	if err == nil {
 		defer d.Close()
 		if err := d.send(request{Op: "status"}); err != nil {
 			return nil, err

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// mcnodeLocal runs the test binary as mcnode with a clean environment, on
+// this host: only for commands that stop before touching the network.
+func mcnodeLocal(args ...string) (string, int) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = []string{"MCNODE_TEST_MAIN=1", "PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "GORACE=atexit_sleep_ms=0"}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	}
+	return string(out), 0
+}
+
+// Bad flags and arguments give one line naming the problem, and status 2.
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "flag provided but not defined"},
+		{[]string{"run"}, "no --interface"},
+		{[]string{"run", "--interface", "lo", "--ttl", "300"}, "--ttl 300"},
+		{[]string{"run", "--interface", "lo", "--address", "10.0.0.1:1"}, "--address"},
+		{[]string{"run", "--interface", "lo", "--lease", "500ms"}, "--lease 500ms must exceed"},
+		{[]string{"lock"}, "usage: mcnode lock NAME"},
+		{[]string{"lock", "x", "--"}, "no COMMAND"},
+		{[]string{"lock", "--no-daemon", "x", "--", "true"}, "no --interface"},
+		{[]string{"lock", "--no-daemon", "--interface", "lo", "--tick", "0s", "x", "--", "true"}, "--tick"},
+		{[]string{"lock", "--timeout", "soon", "x", "--", "true"}, "invalid value"},
+		{[]string{"status", "--log-level", "loud"}, "--log-level"},
+		{[]string{"demo", "--nodes", "0"}, "--nodes"},
+	}
+	for _, tc := range cases {
+		out, code := mcnodeLocal(tc.args...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != exitUsage || len(lines) != 1 || !strings.Contains(out, tc.want) {
+			t.Errorf("mcnode %s: status %d, output %q; want status 2 and one line with %q", strings.Join(tc.args, " "), code, out, tc.want)
+		}
+	}
+}
+
+func TestHelpListsCommands(t *testing.T) {
+	out, code := mcnodeLocal("--help")
+	for _, cmd := range []string{"run", "lock", "status", "demo"} {
+		if code != 0 || !strings.Contains(out, cmd) {
+			t.Fatalf("--help (status %d) does not list %s:\n%s", code, cmd, out)
+		}
+	}
+}
