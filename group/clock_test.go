@@ -75,15 +75,7 @@ func TestStalledNodeFindsItsLeaseExpired(t *testing.T) {
 		defer g.Close()
 		gs = append(gs, g)
 	}
-	// The holder must not be the server: a server renews its own lease.
-	holder := gs[1]
-	l, err := holder.Acquire(context.Background(), "r")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for st, _ := holder.Status(); st.IsServer; st, _ = holder.Status() {
-		time.Sleep(time.Millisecond)
-	}
+	l := holdOffServer(t, gs[1], "r")
 	close(stops[1])                     // the holder stalls ...
 	clocks[1].advance(10 * time.Second) // ... for ten seconds, and gets one tick
 	select {
