@@ -343,11 +343,9 @@ func (n *Node) Leave() error {
 	n.reqs = map[string]*pending{}
 	n.rels = map[uint64]*pending{}
 	n.leave = &pending{since: n.now, sentAt: n.now}
-	if n.srv != nil {
-		if len(n.st.members) > 1 {
-			n.srv.leaving = true // finish the turn first, then leave as a member
-			n.settle()
-		}
+	if n.srv != nil && len(n.st.members) > 1 {
+		n.srv.leaving = true // finish the turn first, then leave as a member
+		n.settle()
 	}
 	n.submit(&wire.LeaveRequest{})
 	n.settle()
@@ -412,8 +410,8 @@ func (n *Node) startRelease(resource string, req, token uint64) {
 
 // tickRetries sends again every operation whose decision has not arrived.
 func (n *Node) tickRetries() {
-	n.retry(uint64(n.cfg.RetryTicks))
 	retry := uint64(n.cfg.RetryTicks)
+	n.retry(retry)
 	if n.leave != nil && n.now-n.leave.sentAt >= retry {
 		n.leave.sentAt = n.now
 		if n.now-n.leave.since > uint64(n.st.params.LeaseTicks+n.st.params.LeaseMarginTicks) {

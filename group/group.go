@@ -21,7 +21,7 @@ import (
 var (
 	// ErrGroupFull: the group refused this node (GROUP_FULL).
 	ErrGroupFull = errors.New("group: the group is full")
-	// ErrClosed: the node has left or been closed.
+	// ErrNodeClosed: the node has left or been closed.
 	ErrNodeClosed = errors.New("group: node closed")
 	// ErrRemoved: the group declared this node dead (it was not heard for
 	// longer than the lease) while the call waited. The node rejoins as a
