@@ -1,0 +1,193 @@
+package quorumfallback
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ID names a node: its index in the node list, 0..N-1.
+type ID = int
+
+// None stands for "no node": the paper's max in Cao and Singhal's
+// release(i, max), an empty lock.
+const None ID = -1
+
+// Kind is the type of a message. The names are the papers'; protocols
+// that call the same thing differently share a kind (a grant is Maekawa's
+// LOCKED, Cao and Singhal's reply, Kakugawa's PERMIT and Ricart and
+// Agrawala's reply). The values are part of the wire format (package
+// qnet): ONLY APPEND.
+type Kind uint8
+
+const (
+	// Request asks for permission (all protocols).
+	Request Kind = 1
+	// Grant gives permission: LOCKED, reply, PERMIT.
+	Grant Kind = 2
+	// Release returns permission after the critical section.
+	Release Kind = 3
+	// Failed tells a requester that a request of higher priority holds or
+	// waits for this arbiter: FAILED, fail.
+	Failed Kind = 4
+	// Inquire asks the holder of an arbiter's permission whether it will
+	// succeed: INQUIRE, inquire.
+	Inquire Kind = 5
+	// Yield gives an arbiter's permission back before entering, so that a
+	// request of higher priority can have it: RELINQUISH, yield.
+	Yield Kind = 6
+	// Transfer asks the holder of an arbiter's permission to pass it on to
+	// another node when it leaves the critical section (Cao and Singhal).
+	Transfer Kind = 7
+)
+
+// String names the kind as the papers do.
+func (k Kind) String() string {
+	switch k {
+	case Request:
+		return "request"
+	case Grant:
+		return "grant"
+	case Release:
+		return "release"
+	case Failed:
+		return "failed"
+	case Inquire:
+		return "inquire"
+	case Yield:
+		return "yield"
+	case Transfer:
+		return "transfer"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool { return k >= Request && k <= Transfer }
+
+// Message is one protocol message between two nodes. Fields a kind does not
+// use are zero (Site is None).
+type Message struct {
+	Kind     Kind
+	From, To ID
+	// Arbiter is the node whose permission the message is about. It is From
+	// except in Cao and Singhal's protocol, where a node leaving the
+	// critical section sends reply(j) on behalf of arbiter j, and where
+	// transfer(i, j) names j.
+	Arbiter ID
+	// Seq is the sequence number of the request the message is about
+	// (Maekawa, Cao and Singhal, Ricart and Agrawala); with Site or From it
+	// orders requests by priority.
+	Seq uint64
+	// Site is the third party: i in transfer(i, j) and in a piggybacked
+	// transfer, j in release(i, j) (None for the paper's max).
+	Site ID
+	// SiteSeq is the sequence number of Site's request (transfers).
+	SiteSeq uint64
+	// WithTransfer marks a transfer(Site, Arbiter) piggybacked on a grant or
+	// an inquire (Cao and Singhal count the pair as one message).
+	WithTransfer bool
+	// Token carries the fencing-token counter (see the package doc).
+	Token uint64
+}
+
+// String renders the message for traces and test failures.
+func (m Message) String() string {
+	s := fmt.Sprintf("%d->%d %v", m.From, m.To, m.Kind)
+	if m.Arbiter != m.From {
+		s += fmt.Sprintf("(of %d)", m.Arbiter)
+	}
+	if m.Seq != 0 {
+		s += fmt.Sprintf(" seq=%d", m.Seq)
+	}
+	if m.Kind == Transfer || m.WithTransfer || m.Kind == Release && m.Site != None {
+		s += fmt.Sprintf(" site=%d/%d", m.Site, m.SiteSeq)
+	}
+	if m.WithTransfer {
+		s += "+transfer"
+	}
+	return s
+}
+
+// Ready is what a machine has for its runtime since the last Ready.
+type Ready struct {
+	// Messages to send, in order. None is addressed to the node itself.
+	Messages []Message
+	// Entered reports that the node entered the critical section: it holds
+	// the resource until it calls Release.
+	Entered bool
+	// Token is the fencing token of the critical section just entered.
+	Token uint64
+}
+
+// Protocol is a mutual-exclusion protocol at one node for one resource.
+type Protocol interface {
+	// Request starts a request for the critical section. It fails with
+	// ErrBusy if one is outstanding or held.
+	Request() error
+	// Release leaves the critical section. It fails with ErrNotHeld unless
+	// the node holds it.
+	Release() error
+	// Step handles one message from another node. A message that cannot be
+	// for this machine (a bad kind or node, not addressed to it) is
+	// rejected with an error wrapping ErrBadMessage and changes nothing.
+	Step(m Message) error
+	// Ready takes what accumulated since the last call.
+	Ready() Ready
+	// State reports what this node is doing with the resource.
+	State() State
+}
+
+// State is what a node is doing with a resource.
+type State uint8
+
+const (
+	// Idle: not interested.
+	Idle State = iota
+	// Waiting: requested, not yet in the critical section.
+	Waiting
+	// Held: in the critical section.
+	Held
+)
+
+// String names the state.
+func (s State) String() string {
+	switch s {
+	case Idle:
+		return "idle"
+	case Waiting:
+		return "waiting"
+	case Held:
+		return "held"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Errors the machines return.
+var (
+	// ErrBusy: Request while a request is outstanding or held.
+	ErrBusy = errors.New("quorumfallback: a request is already outstanding")
+	// ErrNotHeld: Release without holding the critical section.
+	ErrNotHeld = errors.New("quorumfallback: not in the critical section")
+	// ErrBadMessage: Step got a message that cannot be for this machine.
+	ErrBadMessage = errors.New("quorumfallback: bad message")
+)
+
+// Check returns an error wrapping ErrBadMessage unless m is a known kind
+// from another node in 0..n-1 addressed to self, with in-range node fields.
+// Machines call it first in Step.
+func Check(m Message, self ID, n int) error {
+	in := func(id ID) bool { return id >= 0 && id < n }
+	switch {
+	case !m.Kind.Valid():
+		return fmt.Errorf("%w: unknown kind %d", ErrBadMessage, m.Kind)
+	case m.To != self:
+		return fmt.Errorf("%w: addressed to %d, not %d", ErrBadMessage, m.To, self)
+	case !in(m.From) || m.From == self:
+		return fmt.Errorf("%w: from node %d (N=%d, self %d)", ErrBadMessage, m.From, n, self)
+	case !in(m.Arbiter):
+		return fmt.Errorf("%w: arbiter %d out of range (N=%d)", ErrBadMessage, m.Arbiter, n)
+	case m.Site != None && !in(m.Site):
+		return fmt.Errorf("%w: site %d out of range (N=%d)", ErrBadMessage, m.Site, n)
+	}
+	return nil
+}
