@@ -1,0 +1,298 @@
+// Package maekawa is Maekawa's sqrt(N) mutual-exclusion algorithm (ACM TOCS
+// 3(2), 1985; seed 000) as a deterministic state machine.
+//
+// Node i asks every member of its request set S_i for permission (REQUEST)
+// and enters once all of them have answered LOCKED. A member is locked by one
+// REQUEST at a time and queues the others by priority (sequence number, then
+// node). A member that sees a REQUEST preceding the one it is locked for asks
+// the locking node whether it will succeed (INQUIRE); a node that knows it
+// will not (it got a FAILED) gives the lock back (RELINQUISH), which breaks
+// circular locking. The steps of section 4, numbered as in the paper, are
+// marked in the code.
+//
+// # One deviation, on by default
+//
+// Step 2 sends FAILED to a new REQUEST only if something at the member
+// precedes it. A REQUEST that was the most preceding when it arrived (so got
+// no FAILED, but caused an INQUIRE) and is then overtaken by a still more
+// preceding one never learns that it will not succeed: it keeps deferring
+// the INQUIREs it receives, and with the REQUEST that overtook it waiting
+// for a member it holds, the two deadlock. The literal algorithm deadlocks
+// this way in the seeded simulation (protocols.TestLiteralStep2Deadlocks
+// replays it). The fix sends FAILED to a queued REQUEST that had none when a
+// more preceding one arrives, so that it relinquishes when inquired.
+// Config.Literal turns it off.
+//
+// Also beyond the literal text: a node that relinquishes a member counts as
+// having failed at it until that member locks for it again (the member is
+// now locked for a preceding REQUEST, so the node "knows that it will not
+// succeed"); and an INQUIRE from a member whose LOCKED the node does not
+// hold (it crossed a RELEASE or a RELINQUISH) is ignored, as step 3 says of
+// one that arrives after the RELEASE.
+package maekawa
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	q "github.com/mcnode/mcnode/quorumfallback"
+)
+
+// Config sets up one node's machine.
+type Config struct {
+	Self q.ID
+	N    int
+	// Quorum is S_Self: the members whose permission the node needs. It
+	// should contain Self (property (b)); it need not.
+	Quorum []q.ID
+	// Literal runs step 2 exactly as printed, without the FAILED to an
+	// overtaken REQUEST (see the package doc). It can deadlock.
+	Literal bool
+}
+
+// Node is one node's machine for one resource.
+type Node struct {
+	cfg Config
+	out q.Outbox
+	seq uint64 // highest sequence number sent, received or observed
+
+	// As a requester.
+	state    q.State
+	mine     q.Stamp
+	locked   []bool // LOCKED held from each member
+	failed   []bool // FAILED from (or RELINQUISHed to) each member, not since relocked
+	deferred []bool // INQUIREs from members awaiting an answer (step 3)
+	nLocked  int
+	nFailed  int
+	token    uint64
+
+	// As a member (arbiter).
+	lock        q.Stamp // the locking REQUEST, or NoStamp
+	waiting     q.Queue // the WAITING QUEUE, most preceding first
+	toldFailed  []bool  // queued REQUESTs that were sent FAILED, by node
+	inquireSent bool    // an INQUIRE to the locking node awaits its answer
+	counter     uint64  // highest fencing token seen
+}
+
+// New returns the machine for cfg.
+func New(cfg Config) (*Node, error) {
+	if cfg.N < 1 || cfg.Self < 0 || cfg.Self >= cfg.N {
+		return nil, fmt.Errorf("maekawa: node %d of %d", cfg.Self, cfg.N)
+	}
+	if len(cfg.Quorum) == 0 {
+		return nil, errors.New("maekawa: empty quorum")
+	}
+	for _, j := range cfg.Quorum {
+		if j < 0 || j >= cfg.N {
+			return nil, fmt.Errorf("maekawa: quorum member %d out of range (N=%d)", j, cfg.N)
+		}
+	}
+	cfg.Quorum = slices.Compact(slices.Sorted(slices.Values(cfg.Quorum)))
+	return &Node{
+		cfg:        cfg,
+		out:        q.Outbox{Self: cfg.Self},
+		locked:     make([]bool, cfg.N),
+		failed:     make([]bool, cfg.N),
+		deferred:   make([]bool, cfg.N),
+		toldFailed: make([]bool, cfg.N),
+		lock:       q.NoStamp,
+	}, nil
+}
+
+// State reports what the node is doing with the resource.
+func (n *Node) State() q.State { return n.state }
+
+// Ready takes the messages to send and whether the node entered.
+func (n *Node) Ready() q.Ready { return n.out.Ready() }
+
+// Request is step 1: REQUEST to every member of S_i with a sequence number
+// greater than any sent, received or observed.
+func (n *Node) Request() error {
+	if n.state != q.Idle {
+		return q.ErrBusy
+	}
+	n.seq++
+	n.mine = q.Stamp{Seq: n.seq, Node: n.cfg.Self}
+	n.state = q.Waiting
+	n.nLocked, n.nFailed, n.token = 0, 0, 0
+	clear(n.locked)
+	clear(n.failed)
+	clear(n.deferred)
+	for _, j := range n.cfg.Quorum {
+		n.out.Send(q.Message{Kind: q.Request, To: j, Arbiter: j, Seq: n.seq, Site: q.None})
+	}
+	n.out.Deliver(n.step)
+	return nil
+}
+
+// Release is step 6: RELEASE to every member of S_i.
+func (n *Node) Release() error {
+	if n.state != q.Held {
+		return q.ErrNotHeld
+	}
+	n.state = q.Idle
+	for _, j := range n.cfg.Quorum {
+		n.out.Send(q.Message{Kind: q.Release, To: j, Arbiter: j, Seq: n.mine.Seq, Site: q.None, Token: n.token})
+	}
+	n.out.Deliver(n.step)
+	return nil
+}
+
+// Step handles a message from another node.
+func (n *Node) Step(m q.Message) error {
+	if err := q.Check(m, n.cfg.Self, n.cfg.N); err != nil {
+		return err
+	}
+	if m.Kind == q.Transfer || m.Kind == q.Grant && m.Arbiter != m.From || m.WithTransfer {
+		return fmt.Errorf("%w: %v is not a Maekawa message", q.ErrBadMessage, m)
+	}
+	n.step(m)
+	n.out.Deliver(n.step)
+	return nil
+}
+
+func (n *Node) step(m q.Message) {
+	switch m.Kind {
+	case q.Request:
+		n.onRequest(q.Stamp{Seq: m.Seq, Node: m.From})
+	case q.Grant:
+		n.onLocked(m.From, m.Token)
+	case q.Failed:
+		n.onFailed(m.From)
+	case q.Inquire:
+		n.onInquire(m.From)
+	case q.Yield:
+		n.onRelinquish(m.From)
+	case q.Release:
+		n.onRelease(m.From, m.Token)
+	}
+}
+
+// onRequest is step 2, at a member.
+func (n *Node) onRequest(r q.Stamp) {
+	n.seq = max(n.seq, r.Seq)
+	if n.lock == q.NoStamp {
+		n.lockFor(r)
+		return
+	}
+	if _, dup := n.waiting.Find(r.Node); dup || n.lock.Node == r.Node {
+		return // a node has one request at a time; FIFO links never repeat one
+	}
+	n.waiting.Push(r)
+	if n.lock.Precedes(r) || n.waiting.Head() != r {
+		n.sendFailed(r.Node)
+		return
+	}
+	// r precedes everything here.
+	if !n.cfg.Literal {
+		for _, w := range n.waiting[1:] {
+			if !n.toldFailed[w.Node] {
+				n.sendFailed(w.Node) // overtaken: it will not succeed here now
+			}
+		}
+	}
+	if !n.inquireSent {
+		n.inquireSent = true
+		n.out.Send(q.Message{Kind: q.Inquire, To: n.lock.Node, Arbiter: n.cfg.Self, Seq: n.lock.Seq, Site: q.None})
+	}
+}
+
+func (n *Node) sendFailed(to q.ID) {
+	n.toldFailed[to] = true
+	n.out.Send(q.Message{Kind: q.Failed, To: to, Arbiter: n.cfg.Self, Site: q.None})
+}
+
+// lockFor locks the member for r and answers LOCKED.
+func (n *Node) lockFor(r q.Stamp) {
+	n.lock = r
+	n.toldFailed[r.Node] = false
+	n.out.Send(q.Message{Kind: q.Grant, To: r.Node, Arbiter: n.cfg.Self, Seq: r.Seq, Site: q.None, Token: n.counter + 1})
+}
+
+// relockNext locks for the most preceding waiting REQUEST, or unlocks.
+func (n *Node) relockNext() {
+	n.inquireSent = false
+	if len(n.waiting) == 0 {
+		n.lock = q.NoStamp
+		return
+	}
+	n.lockFor(n.waiting.Pop())
+}
+
+// onLocked is step 5: enter once every member has locked for us.
+func (n *Node) onLocked(from q.ID, token uint64) {
+	if n.state != q.Waiting || n.locked[from] {
+		return
+	}
+	n.locked[from] = true
+	n.nLocked++
+	if n.failed[from] {
+		n.failed[from] = false
+		n.nFailed--
+	}
+	n.token = max(n.token, token)
+	if n.nLocked == len(n.cfg.Quorum) {
+		n.state = q.Held
+		clear(n.deferred) // answered by the RELEASE (step 3)
+		n.out.Enter(n.token)
+	}
+}
+
+// onFailed: the node now knows it will not succeed; answer the deferred
+// INQUIREs (step 3).
+func (n *Node) onFailed(from q.ID) {
+	if n.state != q.Waiting || n.locked[from] {
+		return
+	}
+	if !n.failed[from] {
+		n.failed[from] = true
+		n.nFailed++
+	}
+	for j, d := range n.deferred {
+		if d {
+			n.relinquish(j)
+		}
+	}
+}
+
+// onInquire is step 3.
+func (n *Node) onInquire(from q.ID) {
+	if n.state != q.Waiting || !n.locked[from] {
+		return // crossed our RELEASE or RELINQUISH, or we are in the CS
+	}
+	if n.nFailed > 0 {
+		n.relinquish(from)
+		return
+	}
+	n.deferred[from] = true
+}
+
+func (n *Node) relinquish(j q.ID) {
+	n.deferred[j] = false
+	n.locked[j] = false
+	n.nLocked--
+	n.failed[j] = true // j will lock for a preceding request
+	n.nFailed++
+	n.out.Send(q.Message{Kind: q.Yield, To: j, Arbiter: j, Seq: n.mine.Seq, Site: q.None})
+}
+
+// onRelinquish is step 4: lock for the most preceding REQUEST, which may be
+// the one that relinquished.
+func (n *Node) onRelinquish(from q.ID) {
+	if n.lock.Node != from {
+		return
+	}
+	n.waiting.Push(n.lock)
+	n.toldFailed[from] = true // it knows it failed here: it just said so
+	n.relockNext()
+}
+
+// onRelease is step 7.
+func (n *Node) onRelease(from q.ID, token uint64) {
+	n.counter = max(n.counter, token)
+	if n.lock.Node != from {
+		return
+	}
+	n.relockNext()
+}
