@@ -15,6 +15,15 @@ var pure = []string{
 	"github.com/mcnode/mcnode/arbiter",
 	"github.com/mcnode/mcnode/clock",
 	"github.com/mcnode/mcnode/wire",
+	"github.com/mcnode/mcnode/quorumfallback",
+	"github.com/mcnode/mcnode/quorumfallback/coterie",
+	"github.com/mcnode/mcnode/quorumfallback/maekawa",
+	"github.com/mcnode/mcnode/quorumfallback/caosinghal",
+	"github.com/mcnode/mcnode/quorumfallback/kakugawa",
+	"github.com/mcnode/mcnode/quorumfallback/ricartagrawala",
+	"github.com/mcnode/mcnode/quorumfallback/central",
+	"github.com/mcnode/mcnode/quorumfallback/protocols",
+	"github.com/mcnode/mcnode/quorumfallback/sim",
 }
 
 // banned reports why an import is not allowed in a pure package, or "".
@@ -26,7 +35,7 @@ func banned(path string) string {
 			return "I/O, clocks and locks belong to the runtime"
 		}
 	}
-	for _, prefix := range []string{"github.com/mcnode/mcnode/group", "github.com/mcnode/mcnode/cmd", "github.com/mcnode/mcnode/internal/simtest"} {
+	for _, prefix := range []string{"github.com/mcnode/mcnode/group", "github.com/mcnode/mcnode/cmd", "github.com/mcnode/mcnode/internal/simtest", "github.com/mcnode/mcnode/quorumfallback/qnet", "github.com/mcnode/mcnode/quorumfallback/node"} {
 		if path == prefix || strings.HasPrefix(path, prefix+"/") {
 			return "the protocol must not depend on a transport or the runtime"
 		}

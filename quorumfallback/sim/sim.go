@@ -56,8 +56,8 @@ type Result struct {
 	Entries int
 	// EntriesBy counts entries per node.
 	EntriesBy []int
-	Messages int
-	ByKind   [q.Transfer + 1]int
+	Messages  int
+	ByKind    [q.Transfer + 1]int
 	// SyncDelays has, for each entry that a node was already waiting for
 	// when the previous holder left, the time from that exit to the entry.
 	SyncDelays []int64
