@@ -1,0 +1,38 @@
+// Package qnet is the transport of mcnode's quorum mode. The mutual-exclusion
+// protocols of package quorumfallback assume N nodes fully connected by
+// reliable FIFO channels; qnet provides them over TCP between a fixed list of
+// nodes, node i being index i in the list.
+//
+// # Channels
+//
+// Every node dials every other node and sends its messages for that node on
+// the connection it dialled: one TCP connection per ordered pair, so that
+// the order per pair is TCP's. Connections a node accepts carry other
+// nodes' messages in. A connection opens with a hello naming the dialling
+// node and the group's setup (Config.Hello); a node refuses a hello of
+// another setup, so that two groups, or one group configured two ways, never
+// exchange messages.
+//
+// Send never waits for the network: it queues the frame for the peer's
+// writer goroutine, which dials (again and again, so nodes may start in any
+// order) and writes what accumulated in as few system calls as it can.
+//
+// # What the papers assume and TCP does not give
+//
+// TCP is reliable only while a connection lasts. If one breaks (a node
+// restarts, a network fault outlasts TCP's retransmissions), frames written
+// to it may be lost, and the papers' reliable-channel assumption is broken:
+// the mesh logs a warning, counts it, redials and carries on, and the
+// runtime above must cope (with timeouts, or by restarting the group).
+// Nodes are not authenticated: anything that can reach a node's port and
+// knows the Hello can speak for any node. Run the mesh on a trusted network.
+//
+// # Wire format
+//
+// A hello is the magic "mcq1", the dialler's node index as a uvarint, the
+// length of its Hello as a uvarint and the Hello; the answer is one byte
+// (accepted, or why not). Then the dialler sends frames, each a uvarint
+// length and a body (see AppendFrame). The acceptor sends nothing more
+// but, when it closes, a goodbye byte (0xff), so that the dialler can tell
+// a node that shut down from a broken connection.
+package qnet

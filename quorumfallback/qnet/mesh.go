@@ -1,0 +1,860 @@
+package qnet
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcnode/mcnode/quorumfallback"
+)
+
+// Transport is what a quorum runtime needs from its links: reliable FIFO
+// channels to the nodes 0..N-1. Mesh is the TCP one, MemEnd the in-memory
+// one for tests.
+type Transport interface {
+	// Send queues f for node to without waiting for the network.
+	Send(to int, f Frame) error
+	// Inbound returns the frames received, in order per sender; it is
+	// closed after Close.
+	Inbound() <-chan Inbound
+	// Close stops the transport; frames not yet sent are discarded.
+	Close() error
+}
+
+var (
+	_ Transport = (*Mesh)(nil)
+	_ Transport = (*MemEnd)(nil)
+)
+
+// Inbound is a frame received from node From.
+type Inbound struct {
+	// From is the node that sent the frame; the mesh checked that
+	// Frame.Msg.From says so too.
+	From int
+	// Frame is what it sent.
+	Frame Frame
+}
+
+// Limits and defaults of the mesh.
+const (
+	// MaxHello is the longest Config.Hello, in bytes.
+	MaxHello = 1024
+	// DefaultDialRetry is the wait between dial attempts when
+	// Config.DialRetry is zero.
+	DefaultDialRetry = 100 * time.Millisecond
+	// InboundBuffer is the capacity of the Inbound channel. When it is full
+	// the readers stop reading, and TCP slows the senders down.
+	InboundBuffer = 1024
+)
+
+const (
+	// refusedSlowdown multiplies DialRetry after a peer refused our hello:
+	// a setup mismatch needs an operator, not a busy loop.
+	refusedSlowdown = 30
+	// handshakeTimeout bounds a hello, both ways, so that a connection
+	// that never says anything does not hold a goroutine forever.
+	handshakeTimeout = 5 * time.Second
+	// dialTimeout bounds a dial to a host that does not answer.
+	dialTimeout = 5 * time.Second
+	// readBuffer is the reader's buffer per accepted connection.
+	readBuffer = 16 << 10
+	// maxSpare is the largest write buffer a writer keeps for reuse; a
+	// bigger one (a backlog for a peer that was down) is left to the GC.
+	maxSpare = 1 << 20
+)
+
+// helloMagic opens every hello (quorum, version 1).
+var helloMagic = [4]byte{'m', 'c', 'q', '1'}
+
+// Answers to a hello.
+const (
+	helloAccept      = 1
+	helloWrongSetup  = 2 // another Config.Hello
+	helloWrongSender = 3 // a node index out of range, or the acceptor's own
+)
+
+// goodbye is the one byte an acceptor sends after the hello's answer: on
+// Close, so that the dialler can tell a peer that shut down from a broken
+// connection.
+const goodbye = 0xff
+
+// Mesh errors.
+var (
+	// ErrConfig wraps every error of Listen's validation.
+	ErrConfig = errors.New("qnet: bad config")
+	// ErrNoPeer means Send was given a destination that is not another node.
+	ErrNoPeer = errors.New("qnet: no such peer")
+	// ErrClosed means the transport was closed.
+	ErrClosed = errors.New("qnet: transport closed")
+)
+
+// Config configures a Mesh.
+type Config struct {
+	// Self is this node's index in Peers.
+	Self int
+	// Peers is every node's "host:port", the same list on every node.
+	// Peers[Self] is where this node listens.
+	Peers []string
+	// Hello identifies the group and its setup, e.g.
+	// "mcnode/<group>/maekawa/fpp/N=5". A node refuses connections from
+	// nodes whose Hello differs in any byte, so it should name everything
+	// the nodes must agree on.
+	Hello string
+	// Logger receives the mesh's log; the zero value logs nothing.
+	Logger zerolog.Logger
+	// DialRetry is the wait between dial attempts; zero means
+	// DefaultDialRetry. After a peer refused our hello we wait 30 times
+	// longer.
+	DialRetry time.Duration
+	// Listener, if set, is used instead of listening on Peers[Self], and
+	// the mesh closes it. Tests listen on 127.0.0.1:0 first to learn the
+	// ports to put in Peers, which leaves no window for another process to
+	// take them.
+	Listener net.Listener
+}
+
+// validate checks cfg and fills in defaults.
+func (cfg *Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	}
+	n := len(cfg.Peers)
+	if n == 0 {
+		return bad("no peers: Peers must list every node, this one included")
+	}
+	if n > math.MaxInt32 {
+		return bad("%d peers: node ids are int32 on the wire", n)
+	}
+	if cfg.Self < 0 || cfg.Self >= n {
+		return bad("Self %d not in [0, %d)", cfg.Self, n)
+	}
+	seen := make(map[string]int, n)
+	for i, addr := range cfg.Peers {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return bad("Peers[%d] %q: %v", i, addr, err)
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if host == "" || err != nil || p == 0 {
+			return bad("Peers[%d] %q: want host:port with a host and a port in [1, 65535], which others can dial", i, addr)
+		}
+		key := strings.ToLower(net.JoinHostPort(host, strconv.FormatUint(p, 10)))
+		if j, dup := seen[key]; dup {
+			return bad("Peers[%d] %q and Peers[%d] %q are the same address", j, cfg.Peers[j], i, addr)
+		}
+		seen[key] = i
+	}
+	if cfg.Hello == "" {
+		return bad("empty Hello: it must name the group and its setup")
+	}
+	if len(cfg.Hello) > MaxHello {
+		return bad("Hello of %d bytes exceeds MaxHello %d", len(cfg.Hello), MaxHello)
+	}
+	if cfg.DialRetry < 0 {
+		return bad("negative DialRetry %v", cfg.DialRetry)
+	}
+	if cfg.DialRetry == 0 {
+		cfg.DialRetry = DefaultDialRetry
+	}
+	return nil
+}
+
+// Stats counts what a Mesh did. Bytes include the length prefixes.
+type Stats struct {
+	// SentFrames and SentBytes count frames written to a connection, per
+	// kind.
+	SentFrames, SentBytes map[quorumfallback.Kind]uint64
+	// RecvFrames and RecvBytes count frames received and handed to
+	// Inbound, per kind (the last ones may be lost on Close).
+	RecvFrames, RecvBytes map[quorumfallback.Kind]uint64
+	// Queued is the number of frames waiting to be written.
+	Queued int
+	// Lost counts frames in writes that failed when a connection broke.
+	// Some of them may have arrived; the mesh cannot tell which.
+	Lost uint64
+	// Malformed counts frames DecodeFrame rejected, length prefixes over
+	// MaxFrame (each closes its connection) and connections that did not
+	// open with a qnet hello.
+	Malformed uint64
+	// BadSender counts frames whose From is not the node that sent them
+	// or whose To is not this node.
+	BadSender uint64
+	// ForeignHello counts hellos this node refused: another Hello, or a
+	// node index out of range or its own.
+	ForeignHello uint64
+	// RefusedByPeer counts this node's hellos that peers refused.
+	RefusedByPeer uint64
+	// Reconnects counts outgoing connections that broke and were redialled.
+	Reconnects uint64
+}
+
+// Mesh links this node to every other node of a fixed list over TCP.
+type Mesh struct {
+	cfg     Config
+	n       int
+	ln      net.Listener
+	log     zerolog.Logger
+	inbound chan Inbound
+	peers   []*peer // nil at Self
+
+	closed    chan struct{}
+	ctx       context.Context // done when closed: stops dials
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+
+	mu       sync.Mutex
+	shut     bool                  // Close began: track refuses connections
+	conns    map[net.Conn]struct{} // every open connection, for Close
+	up       []bool                // outgoing connection to node i accepted
+	nUp      int
+	changed  chan struct{} // closed and replaced when up changes
+	incoming []*inConn     // the connection node i sends on, if any
+
+	sentFrames, sentBytes, recvFrames, recvBytes                        [256]atomic.Uint64
+	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects atomic.Uint64
+	lastWarn                                                            atomic.Int64
+}
+
+// peer is the queue of frames for one node and its writer's wake-up call.
+type peer struct {
+	id   int
+	addr string
+	wake chan struct{} // capacity 1: "the queue is not empty"
+
+	mu     sync.Mutex
+	buf    []byte // encoded frames, back to back
+	queued int
+}
+
+// inConn is an accepted connection; done is closed when its reader is.
+type inConn struct {
+	c    net.Conn
+	done chan struct{}
+}
+
+// Listen validates cfg, listens on Peers[Self] and starts connecting to
+// every other node.
+func Listen(cfg Config) (*Mesh, error) {
+	if err := cfg.validate(); err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		return nil, err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Peers[cfg.Self]); err != nil {
+			return nil, fmt.Errorf("qnet: listening on %s: %w", cfg.Peers[cfg.Self], err)
+		}
+	}
+	n := len(cfg.Peers)
+	m := &Mesh{
+		cfg:      cfg,
+		n:        n,
+		ln:       ln,
+		log:      cfg.Logger.With().Int("self", cfg.Self).Logger(),
+		inbound:  make(chan Inbound, InboundBuffer),
+		peers:    make([]*peer, n),
+		closed:   make(chan struct{}),
+		conns:    map[net.Conn]struct{}{},
+		up:       make([]bool, n),
+		changed:  make(chan struct{}),
+		incoming: make([]*inConn, n),
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	for i, addr := range cfg.Peers {
+		if i == cfg.Self {
+			continue
+		}
+		m.peers[i] = &peer{id: i, addr: addr, wake: make(chan struct{}, 1)}
+	}
+	m.wg.Add(1)
+	go m.accept()
+	for _, p := range m.peers {
+		if p != nil {
+			m.wg.Add(1)
+			go m.write(p)
+		}
+	}
+	return m, nil
+}
+
+// Addr returns the listener's address.
+func (m *Mesh) Addr() net.Addr { return m.ln.Addr() }
+
+// Inbound returns the frames received, in order per sender. It is closed
+// after Close.
+func (m *Mesh) Inbound() <-chan Inbound { return m.inbound }
+
+// checkSend is what Send checks on every transport: a destination that is
+// another node, and a message from this node to that one (the receiver
+// would drop any other).
+func checkSend(self, n, to int, f Frame) error {
+	if to < 0 || to >= n || to == self {
+		return fmt.Errorf("%w: node %d (N=%d, self %d)", ErrNoPeer, to, n, self)
+	}
+	if f.Msg.From != self || f.Msg.To != to {
+		return fmt.Errorf("%w: message %v sent by node %d to node %d", ErrInvalidFrame, f.Msg, self, to)
+	}
+	return nil
+}
+
+// Send queues f for node to and returns at once. Frames for one node are
+// written in the order of the calls. f.Msg.From must be this node and
+// f.Msg.To must be to. Frames still queued when the mesh closes are lost.
+func (m *Mesh) Send(to int, f Frame) error {
+	if err := checkSend(m.cfg.Self, m.n, to, f); err != nil {
+		return err
+	}
+	if m.isClosed() {
+		return ErrClosed
+	}
+	p := m.peers[to]
+	p.mu.Lock()
+	buf, err := AppendFrame(p.buf, f)
+	if err == nil {
+		p.buf = buf
+		p.queued++
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default: // the writer has been woken already
+	}
+	return nil
+}
+
+// WaitConnected waits until an outgoing connection to every other node is
+// up and its hello accepted. On timeout the error names the nodes missing.
+func (m *Mesh) WaitConnected(ctx context.Context) error {
+	for {
+		m.mu.Lock()
+		all, changed := m.nUp == m.n-1, m.changed
+		m.mu.Unlock()
+		if m.isClosed() {
+			return ErrClosed
+		}
+		if all {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-m.closed:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("qnet: not connected to nodes %v: %w", m.missing(), ctx.Err())
+		}
+	}
+}
+
+// missing lists the nodes without an accepted outgoing connection.
+func (m *Mesh) missing() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []int
+	for i, up := range m.up {
+		if !up && i != m.cfg.Self {
+			ids = append(ids, i)
+		}
+	}
+	return ids
+}
+
+// Stats returns the mesh's counters.
+func (m *Mesh) Stats() Stats {
+	perKind := func(c *[256]atomic.Uint64) map[quorumfallback.Kind]uint64 {
+		out := map[quorumfallback.Kind]uint64{}
+		for k := range c {
+			if v := c[k].Load(); v != 0 {
+				out[quorumfallback.Kind(k)] = v
+			}
+		}
+		return out
+	}
+	s := Stats{
+		SentFrames: perKind(&m.sentFrames), SentBytes: perKind(&m.sentBytes),
+		RecvFrames: perKind(&m.recvFrames), RecvBytes: perKind(&m.recvBytes),
+		Lost: m.lost.Load(), Malformed: m.malformed.Load(), BadSender: m.badSender.Load(),
+		ForeignHello: m.foreignHello.Load(), RefusedByPeer: m.refusedByPeer.Load(), Reconnects: m.reconnects.Load(),
+	}
+	for _, p := range m.peers {
+		if p != nil {
+			p.mu.Lock()
+			s.Queued += p.queued
+			p.mu.Unlock()
+		}
+	}
+	return s
+}
+
+// Close closes the listener and every connection, waits for the mesh's
+// goroutines to end, then closes the Inbound channel. Frames still queued
+// are discarded.
+func (m *Mesh) Close() error {
+	m.closeOnce.Do(func() {
+		m.mu.Lock()
+		m.shut = true
+		conns := m.conns
+		m.conns = nil
+		incoming := append([]*inConn(nil), m.incoming...)
+		m.mu.Unlock()
+		for _, in := range incoming {
+			if in != nil {
+				// The acceptor writes nothing else after the hello, so the
+				// send buffer is empty and this does not block; the
+				// deadline is for a peer gone mad.
+				_ = in.c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+				_, _ = in.c.Write([]byte{goodbye})
+			}
+		}
+		close(m.closed)
+		m.cancel()
+		if err := m.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			m.closeErr = fmt.Errorf("qnet: closing the listener on %s: %w", m.ln.Addr(), err)
+		}
+		for c := range conns {
+			c.Close()
+		}
+		m.wg.Wait()
+		close(m.inbound)
+	})
+	return m.closeErr
+}
+
+func (m *Mesh) isClosed() bool {
+	select {
+	case <-m.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// track registers a connection for Close to close. It returns false, and
+// closes c, if Close has begun.
+func (m *Mesh) track(c net.Conn) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shut {
+		c.Close()
+		return false
+	}
+	m.conns[c] = struct{}{}
+	return true
+}
+
+// drop closes a tracked connection.
+func (m *Mesh) drop(c net.Conn) {
+	m.mu.Lock()
+	delete(m.conns, c) // a no-op on the nil map once Close took it
+	m.mu.Unlock()
+	c.Close()
+}
+
+// setUp records whether the outgoing connection to node id is up.
+func (m *Mesh) setUp(id int, up bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.up[id] == up {
+		return
+	}
+	m.up[id] = up
+	if up {
+		m.nUp++
+	} else {
+		m.nUp--
+	}
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// sleep waits d, or until Close; it reports whether the mesh is open.
+func (m *Mesh) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-m.closed:
+		return false
+	}
+}
+
+// dropEvent returns the log event for a dropped frame: a warning at most
+// once a second, so that a misbehaving peer cannot flood the log, and debug
+// otherwise.
+func (m *Mesh) dropEvent() *zerolog.Event {
+	now := time.Now().UnixNano()
+	last := m.lastWarn.Load()
+	if now-last >= int64(time.Second) && m.lastWarn.CompareAndSwap(last, now) {
+		return m.log.Warn()
+	}
+	return m.log.Debug()
+}
+
+// refusedError is a peer's refusal of our hello.
+type refusedError struct {
+	peer   int
+	addr   string
+	reason string
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("qnet: peer %d at %s refused: %s", e.peer, e.addr, e.reason)
+}
+
+// write is the writer of node p.id: it dials until connected, then writes
+// p's queue until the connection breaks or the mesh closes.
+func (m *Mesh) write(p *peer) {
+	defer m.wg.Done()
+	var spare []byte
+	failures := 0 // consecutive failed dials, to log only the first loudly
+	for {
+		c, err := m.dial(p)
+		if err != nil {
+			if m.isClosed() {
+				return
+			}
+			failures++
+			wait := m.cfg.DialRetry
+			var refused *refusedError
+			switch {
+			case errors.As(err, &refused):
+				m.refusedByPeer.Add(1)
+				wait *= refusedSlowdown
+				m.log.Error().Err(err).Str("hello", m.cfg.Hello).Dur("retry", wait).Msg("qnet: a peer refused this node's hello; check that every node has the same peer list and setup")
+			case failures == 1:
+				m.log.Info().Err(err).Int("peer", p.id).Str("addr", p.addr).Dur("retry", wait).Msg("qnet: peer not reachable yet; retrying")
+			default:
+				m.log.Debug().Err(err).Int("peer", p.id).Str("addr", p.addr).Msg("qnet: dial failed")
+			}
+			if !m.sleep(wait) {
+				return
+			}
+			continue
+		}
+		m.log.Debug().Int("peer", p.id).Str("addr", p.addr).Int("failed_dials", failures).Msg("qnet: connected")
+		failures = 0
+		// The peer never writes on this connection; a reader sees at once
+		// when it closes, so that the writer redials before the next frame
+		// rather than losing it to a dead connection.
+		dead := make(chan struct{})
+		var bye atomic.Bool
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer close(dead)
+			var b [1]byte
+			n, _ := c.Read(b[:])
+			bye.Store(n == 1 && b[0] == goodbye)
+		}()
+		m.setUp(p.id, true)
+		err = m.pump(p, c, dead, &spare)
+		m.setUp(p.id, false)
+		m.drop(c)
+		<-dead // closing c ends the read, and tells whether a goodbye came
+		if m.isClosed() {
+			return
+		}
+		m.reconnects.Add(1)
+		if bye.Load() {
+			m.log.Info().Int("peer", p.id).Str("addr", p.addr).Msg("qnet: peer shut down; redialling")
+		} else {
+			m.log.Warn().Err(err).Int("peer", p.id).Str("addr", p.addr).
+				Msg("qnet: connection to peer broke: the protocols' reliable-channel assumption is broken and frames in flight may be lost; redialling")
+		}
+	}
+}
+
+// errPeerClosed reports that a peer closed the connection we send on.
+var errPeerClosed = errors.New("qnet: peer closed the connection")
+
+// pump writes p's queue to c until a write fails, the peer closes c or the
+// mesh closes. Everything queued is written at once: under load frames
+// batch up while the previous write is in progress, so the system calls
+// per frame fall as the load rises, and a lone frame leaves at once.
+func (m *Mesh) pump(p *peer, c net.Conn, dead <-chan struct{}, spare *[]byte) error {
+	for {
+		p.mu.Lock()
+		batch, n := p.buf, p.queued
+		if n > 0 {
+			p.buf, p.queued = (*spare)[:0], 0
+		}
+		p.mu.Unlock()
+		if n == 0 {
+			select {
+			case <-p.wake:
+				continue
+			case <-dead:
+				return errPeerClosed
+			case <-m.closed:
+				return ErrClosed
+			}
+		}
+		if _, err := c.Write(batch); err != nil {
+			m.lost.Add(uint64(n))
+			return err
+		}
+		// Count per kind: the kind is the first byte after each prefix.
+		for off := 0; off < len(batch); {
+			size, k := binary.Uvarint(batch[off:])
+			kind := batch[off+k]
+			m.sentFrames[kind].Add(1)
+			m.sentBytes[kind].Add(uint64(k) + size)
+			off += k + int(size)
+		}
+		*spare = nil
+		if cap(batch) <= maxSpare {
+			*spare = batch
+		}
+	}
+}
+
+// dial connects to p and says hello.
+func (m *Mesh) dial(p *peer) (net.Conn, error) {
+	d := net.Dialer{Timeout: dialTimeout}
+	c, err := d.DialContext(m.ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, err
+	}
+	if !m.track(c) {
+		return nil, ErrClosed
+	}
+	if err := m.helloOut(c, p); err != nil {
+		m.drop(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// helloOut sends our hello on c and reads the answer.
+func (m *Mesh) helloOut(c net.Conn, p *peer) error {
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	msg := append([]byte(nil), helloMagic[:]...)
+	msg = binary.AppendUvarint(msg, uint64(m.cfg.Self))
+	msg = binary.AppendUvarint(msg, uint64(len(m.cfg.Hello)))
+	msg = append(msg, m.cfg.Hello...)
+	if _, err := c.Write(msg); err != nil {
+		return fmt.Errorf("qnet: hello to peer %d at %s: %w", p.id, p.addr, err)
+	}
+	var answer [1]byte
+	if _, err := io.ReadFull(c, answer[:]); err != nil {
+		return fmt.Errorf("qnet: no answer to hello from peer %d at %s (not a qnet node?): %w", p.id, p.addr, err)
+	}
+	_ = c.SetDeadline(time.Time{})
+	switch answer[0] {
+	case helloAccept:
+		return nil
+	case helloWrongSetup:
+		return &refusedError{p.id, p.addr, "different setup"}
+	case helloWrongSender:
+		return &refusedError{p.id, p.addr, fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self)}
+	}
+	return fmt.Errorf("qnet: peer %d at %s answered hello with unknown byte %#02x", p.id, p.addr, answer[0])
+}
+
+// accept accepts connections until Close.
+func (m *Mesh) accept() {
+	defer m.wg.Done()
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			if m.isClosed() {
+				return
+			}
+			// Out of file descriptors, say: back off rather than spin.
+			m.log.Warn().Err(err).Msg("qnet: accept failed")
+			if !m.sleep(m.cfg.DialRetry) {
+				return
+			}
+			continue
+		}
+		if !m.track(c) {
+			return
+		}
+		m.wg.Add(1)
+		go m.serve(c)
+	}
+}
+
+// serve reads an accepted connection: the hello, then frames.
+func (m *Mesh) serve(c net.Conn) {
+	defer m.wg.Done()
+	defer m.drop(c)
+	br := bufio.NewReaderSize(c, readBuffer)
+	from, ok := m.helloIn(c, br)
+	if !ok {
+		return
+	}
+	in := &inConn{c: c, done: make(chan struct{})}
+	defer close(in.done)
+	if !m.takeOver(from, in) {
+		return
+	}
+	defer func() {
+		m.mu.Lock()
+		if m.incoming[from] == in {
+			m.incoming[from] = nil
+		}
+		m.mu.Unlock()
+	}()
+	m.readFrames(from, c, br)
+}
+
+// takeOver makes in the connection node from sends on. A node redials only
+// when it believes its previous connection broke, so that one is closed,
+// and in is read only after its reader ended, so that frames from one node
+// are delivered in order.
+func (m *Mesh) takeOver(from int, in *inConn) bool {
+	m.mu.Lock()
+	old := m.incoming[from]
+	m.incoming[from] = in
+	m.mu.Unlock()
+	if old == nil {
+		return true
+	}
+	m.log.Info().Int("peer", from).Str("remote", in.c.RemoteAddr().String()).Msg("qnet: peer reconnected; closing its previous connection")
+	old.c.Close()
+	select {
+	case <-old.done:
+		return true
+	case <-m.closed:
+		return false
+	}
+}
+
+// helloIn reads and checks a hello, and answers it.
+func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, ok bool) {
+	remote := c.RemoteAddr().String()
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	var magic [4]byte
+	if n, err := io.ReadFull(br, magic[:]); err != nil {
+		if n > 0 && !m.isClosed() {
+			m.malformed.Add(1)
+			m.log.Warn().Err(err).Str("remote", remote).Msg("qnet: connection closed during its hello")
+		}
+		return 0, false
+	}
+	if magic != helloMagic {
+		m.malformed.Add(1)
+		m.log.Warn().Str("remote", remote).Bytes("magic", magic[:]).Msg("qnet: connection does not open with a qnet hello; closing it")
+		return 0, false
+	}
+	idx, err := binary.ReadUvarint(br)
+	var size uint64
+	if err == nil {
+		size, err = binary.ReadUvarint(br)
+	}
+	if err == nil && size > MaxHello {
+		err = fmt.Errorf("qnet: hello of %d bytes exceeds MaxHello %d", size, MaxHello)
+	}
+	var hello []byte
+	if err == nil {
+		hello = make([]byte, size)
+		_, err = io.ReadFull(br, hello)
+	}
+	if err != nil {
+		if !m.isClosed() {
+			m.malformed.Add(1)
+			m.log.Warn().Err(err).Str("remote", remote).Msg("qnet: bad hello; closing the connection")
+		}
+		return 0, false
+	}
+	answer := byte(helloAccept)
+	switch {
+	case idx >= uint64(m.n) || int(idx) == m.cfg.Self:
+		answer = helloWrongSender
+		m.foreignHello.Add(1)
+		m.log.Warn().Str("remote", remote).Uint64("node", idx).Int("n", m.n).
+			Msg("qnet: refused a hello from a node index out of range or this node's own (different peer list?)")
+	case string(hello) != m.cfg.Hello:
+		answer = helloWrongSetup
+		m.foreignHello.Add(1)
+		m.log.Warn().Str("remote", remote).Uint64("node", idx).Str("theirs", string(hello)).Str("ours", m.cfg.Hello).
+			Msg("qnet: refused a hello: different setup")
+	}
+	if _, err := c.Write([]byte{answer}); err != nil || answer != helloAccept {
+		return 0, false
+	}
+	_ = c.SetDeadline(time.Time{})
+	return int(idx), true
+}
+
+// readFrames delivers the frames node from sends on c until c ends.
+func (m *Mesh) readFrames(from int, c net.Conn, br *bufio.Reader) {
+	body := make([]byte, MaxFrame)
+	for {
+		size, err := binary.ReadUvarint(br)
+		if err == nil && size > MaxFrame {
+			m.malformed.Add(1)
+			m.log.Warn().Int("peer", from).Uint64("size", size).Int("max", MaxFrame).
+				Msg("qnet: frame over MaxFrame; closing the connection, as the next frame cannot be found")
+			return
+		}
+		if err == nil {
+			_, err = io.ReadFull(br, body[:size])
+		}
+		if err != nil {
+			m.inputEnded(from, err)
+			return
+		}
+		f, err := DecodeFrame(body[:size])
+		if err != nil {
+			m.malformed.Add(1)
+			m.dropEvent().Err(err).Int("peer", from).Msg("qnet: dropped a malformed frame")
+			continue
+		}
+		if f.Msg.From != from || f.Msg.To != m.cfg.Self {
+			m.badSender.Add(1)
+			m.dropEvent().Int("peer", from).Stringer("msg", f.Msg).Msg("qnet: dropped a frame not from the connection's node or not for this node")
+			continue
+		}
+		// Counted first, so that whoever took a frame from Inbound sees
+		// it counted.
+		k := f.Msg.Kind
+		m.recvFrames[k].Add(1)
+		m.recvBytes[k].Add(uint64(uvarintLen(size)) + size)
+		select {
+		case m.inbound <- Inbound{From: from, Frame: f}:
+		case <-m.closed:
+			return
+		}
+	}
+}
+
+// inputEnded logs why an accepted connection ended.
+func (m *Mesh) inputEnded(from int, err error) {
+	var ne net.Error
+	switch {
+	case m.isClosed():
+	case errors.Is(err, net.ErrClosed):
+		// takeOver closed it: the peer redialled.
+		m.log.Debug().Int("peer", from).Msg("qnet: previous connection from peer closed")
+	case errors.Is(err, io.EOF):
+		m.log.Info().Int("peer", from).Msg("qnet: peer closed its connection")
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne):
+		m.log.Warn().Err(err).Int("peer", from).Msg("qnet: connection from peer broke; frames in flight may be lost")
+	default:
+		// Only a length prefix over 64 bits gets here.
+		m.malformed.Add(1)
+		m.log.Warn().Err(err).Int("peer", from).Msg("qnet: bad frame length; closing the connection")
+	}
+}
