@@ -1,0 +1,464 @@
+// Package node is the runtime of mcnode's quorum mode: it runs one node of
+// a point-to-point mutual-exclusion protocol (package protocols) over
+// reliable FIFO links (package qnet), a machine per named resource, and
+// offers the same lock API as the multicast runtime (package group):
+// Acquire, TryAcquire, and a Lease with a fencing token.
+//
+// One goroutine alone touches the machines: it takes the API's calls and
+// the frames the transport delivers, steps the resource's machine and sends
+// what it produces.
+//
+// The protocols cannot withdraw a request (none of the papers has a cancel
+// message), so a caller that gives up while its request is out leaves it
+// standing: when the grant comes the runtime releases it at once. TryAcquire
+// is Acquire that gives up after Config.TryWait: a lock that is free comes
+// within a round trip, one that is held does not.
+//
+// The papers assume nodes that never fail; so does this mode. A node that
+// dies stalls every request whose quorum contains it, and the runtime says
+// so in its log (the links report the broken connection); multicast mode is
+// the one that survives failures.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	q "github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/quorumfallback/protocols"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
+)
+
+// Errors.
+var (
+	// ErrConfig wraps every config error.
+	ErrConfig = errors.New("node: bad config")
+	// ErrLocked: TryAcquire did not get the resource within TryWait.
+	ErrLocked = errors.New("node: resource is held by another node")
+	// ErrClosed: the node was closed.
+	ErrClosed = errors.New("node: closed")
+	// ErrLeaseLost: the lease ended without Release (the node closed).
+	ErrLeaseLost = errors.New("node: lease lost")
+)
+
+// Config configures a node.
+type Config struct {
+	// Group names the group; nodes of different groups refuse each other.
+	Group string
+	// Protocol and Coterie choose the algorithm (protocols.Names,
+	// coterie.Kinds).
+	Protocol, Coterie string
+	// Self is this node's index in Peers.
+	Self int
+	// Peers lists every node's TCP address, the same list on every node.
+	Peers []string
+	// TryWait is how long TryAcquire waits for a grant. Default 200ms.
+	TryWait time.Duration
+	// Logger receives the node's log; default none.
+	Logger zerolog.Logger
+	// Transport, if set, replaces the TCP mesh (tests use qnet's in-memory
+	// network); it must connect len(Peers) nodes.
+	Transport qnet.Transport
+	// Listener, if set, is the TCP mesh's listening socket instead of one on
+	// Peers[Self] (for nodes of one process on ports chosen by the system).
+	Listener net.Listener
+}
+
+// Setup is the protocol setup the config names.
+func (c Config) Setup() protocols.Setup {
+	return protocols.Setup{Protocol: c.Protocol, Coterie: c.Coterie, N: len(c.Peers)}
+}
+
+// Hello is what the nodes of one group must agree on, sent when links open.
+func (c Config) Hello() string {
+	s := c.Setup()
+	if !protocols.UsesCoterie(s.Protocol) {
+		s.Coterie = "-"
+	}
+	return fmt.Sprintf("mcnode/%s/%s/%s/N=%d", c.Group, s.Protocol, s.Coterie, s.N)
+}
+
+func (c *Config) validate() error {
+	if c.Group == "" {
+		return fmt.Errorf("%w: Group is empty", ErrConfig)
+	}
+	if len(c.Peers) == 0 {
+		return fmt.Errorf("%w: Peers is empty: list every node's address", ErrConfig)
+	}
+	if c.Self < 0 || c.Self >= len(c.Peers) {
+		return fmt.Errorf("%w: Self %d is not an index into the %d peers", ErrConfig, c.Self, len(c.Peers))
+	}
+	if err := c.Setup().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.TryWait == 0 {
+		c.TryWait = 200 * time.Millisecond
+	}
+	if c.TryWait < 0 {
+		return fmt.Errorf("%w: TryWait %v is negative", ErrConfig, c.TryWait)
+	}
+	return nil
+}
+
+// Node is one running node of a quorum-mode group.
+type Node struct {
+	cfg     Config
+	log     zerolog.Logger
+	factory *protocols.Factory
+	tr      qnet.Transport
+
+	calls  chan func()
+	done   chan struct{}
+	closed sync.Once
+	exited chan struct{}
+
+	// Owned by the loop goroutine.
+	res   map[string]*resource
+	stats Stats
+}
+
+// Stats counts what the node did.
+type Stats struct {
+	Sent, Received [q.Transfer + 1]uint64 // messages by kind
+	Rejected       uint64                 // frames the machine refused
+	Entries        uint64                 // critical sections entered
+	Abandoned      uint64                 // grants released at once: their caller had gone
+}
+
+// resource is one named resource's machine and this process's callers of
+// it, served first come, first served: one request with the protocol at a
+// time, for waiters[0].
+type resource struct {
+	name    string
+	m       q.Protocol
+	waiters []*waiter
+	lease   *Lease
+}
+
+type waiter struct {
+	ch chan result
+}
+
+type result struct {
+	lease *Lease
+	err   error
+}
+
+// Start validates cfg, opens the links (unless cfg.Transport is set) and
+// starts the node. The links connect in the background; WaitConnected
+// waits for them.
+func Start(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	f, err := protocols.NewFactory(cfg.Setup())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		mesh, err := qnet.Listen(qnet.Config{Self: cfg.Self, Peers: cfg.Peers, Hello: cfg.Hello(), Logger: cfg.Logger, Listener: cfg.Listener})
+		if err != nil {
+			return nil, err
+		}
+		tr = mesh
+	}
+	n := &Node{
+		cfg: cfg, log: cfg.Logger, factory: f, tr: tr,
+		calls: make(chan func()), done: make(chan struct{}), exited: make(chan struct{}),
+		res: map[string]*resource{},
+	}
+	n.log.Info().Str("setup", cfg.Setup().String()).Int("self", cfg.Self).Ints("quorum", f.Quorum(cfg.Self)).
+		Msg("quorum-mode node started")
+	go n.loop()
+	return n, nil
+}
+
+// WaitConnected waits until the links to every other node are up, if the
+// transport can tell.
+func (n *Node) WaitConnected(ctx context.Context) error {
+	if w, ok := n.tr.(interface{ WaitConnected(context.Context) error }); ok {
+		return w.WaitConnected(ctx)
+	}
+	return nil
+}
+
+// Close stops the node: leases are lost, waiters fail with ErrClosed, the
+// links close.
+func (n *Node) Close() error {
+	var err error
+	n.closed.Do(func() {
+		close(n.done)
+		<-n.exited
+		err = n.tr.Close()
+	})
+	return err
+}
+
+func (n *Node) loop() {
+	defer close(n.exited)
+	in := n.tr.Inbound()
+	for {
+		select {
+		case f := <-n.calls:
+			f()
+		case msg, ok := <-in:
+			if !ok {
+				in = nil
+				n.log.Warn().Msg("the links closed")
+				continue
+			}
+			n.receive(msg)
+		case <-n.done:
+			for _, r := range n.res {
+				if r.lease != nil {
+					r.lease.lose(ErrClosed)
+				}
+				for _, w := range r.waiters {
+					w.ch <- result{err: ErrClosed}
+				}
+			}
+			return
+		}
+	}
+}
+
+// call runs f on the loop goroutine.
+func (n *Node) call(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	select {
+	case n.calls <- func() { f(); close(done) }:
+	case <-n.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-done
+	return nil
+}
+
+func (n *Node) resource(name string) (*resource, error) {
+	if r := n.res[name]; r != nil {
+		return r, nil
+	}
+	m, err := n.factory.New(n.cfg.Self)
+	if err != nil {
+		return nil, err
+	}
+	r := &resource{name: name, m: m}
+	n.res[name] = r
+	return r, nil
+}
+
+func (n *Node) receive(in qnet.Inbound) {
+	r, err := n.resource(in.Frame.Resource)
+	if err == nil {
+		err = r.m.Step(in.Frame.Msg)
+	}
+	if err != nil {
+		n.stats.Rejected++
+		n.log.Warn().Err(err).Int("from", in.From).Str("resource", in.Frame.Resource).Msg("message rejected")
+		return
+	}
+	if k := in.Frame.Msg.Kind; k.Valid() {
+		n.stats.Received[k]++
+	}
+	n.flush(r)
+}
+
+// flush sends what r's machine produced and hands out the lock if it
+// entered.
+func (n *Node) flush(r *resource) {
+	rd := r.m.Ready()
+	for _, m := range rd.Messages {
+		if err := n.tr.Send(m.To, qnet.Frame{Resource: r.name, Msg: m}); err != nil {
+			n.log.Error().Err(err).Str("resource", r.name).Stringer("msg", m).Msg("cannot send")
+			continue
+		}
+		n.stats.Sent[m.Kind]++
+	}
+	if !rd.Entered {
+		return
+	}
+	n.stats.Entries++
+	if len(r.waiters) == 0 {
+		// The caller gave up while the request was out: give it back.
+		n.stats.Abandoned++
+		n.log.Debug().Str("resource", r.name).Msg("granted after its caller gave up: releasing")
+		n.release(r)
+		return
+	}
+	w := r.waiters[0]
+	r.waiters = r.waiters[1:]
+	r.lease = &Lease{name: r.name, token: rd.Token, n: n, lost: make(chan struct{})}
+	w.ch <- result{lease: r.lease}
+}
+
+// release leaves the critical section and asks again for the next waiter.
+func (n *Node) release(r *resource) {
+	r.lease = nil
+	if err := r.m.Release(); err != nil {
+		n.log.Error().Err(err).Str("resource", r.name).Msg("release")
+	}
+	n.flush(r)
+	n.requestIfWaiting(r)
+}
+
+func (n *Node) requestIfWaiting(r *resource) {
+	if len(r.waiters) == 0 || r.m.State() != q.Idle {
+		return
+	}
+	if err := r.m.Request(); err != nil {
+		n.log.Error().Err(err).Str("resource", r.name).Msg("request")
+		return
+	}
+	n.flush(r)
+}
+
+// Acquire waits until this node holds the named resource and returns its
+// lease. Callers in one process are served in the order they called.
+func (n *Node) Acquire(ctx context.Context, name string) (*Lease, error) {
+	return n.acquire(ctx, name)
+}
+
+// TryAcquire is Acquire that gives up with ErrLocked if the resource is
+// not granted within Config.TryWait.
+func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.TryWait)
+	defer cancel()
+	l, err := n.acquire(ctx, name)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: not granted within %v", ErrLocked, n.cfg.TryWait)
+	}
+	return l, err
+}
+
+func (n *Node) acquire(ctx context.Context, name string) (*Lease, error) {
+	if name == "" || len(name) > qnet.MaxResource {
+		return nil, fmt.Errorf("node: resource name %q: want 1 to %d bytes", name, qnet.MaxResource)
+	}
+	w := &waiter{ch: make(chan result, 1)}
+	var err error
+	if cerr := n.call(ctx, func() {
+		var r *resource
+		if r, err = n.resource(name); err != nil {
+			return
+		}
+		r.waiters = append(r.waiters, w)
+		n.requestIfWaiting(r)
+	}); cerr != nil {
+		return nil, cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case res := <-w.ch:
+		return res.lease, res.err
+	case <-ctx.Done():
+	}
+	// Withdraw; if the lease came meanwhile, give it back.
+	_ = n.call(context.Background(), func() {
+		r := n.res[name]
+		for i, x := range r.waiters {
+			if x == w {
+				r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
+				return
+			}
+		}
+	})
+	select {
+	case res := <-w.ch:
+		if res.lease != nil {
+			_ = res.lease.Release()
+		}
+	default:
+	}
+	return nil, ctx.Err()
+}
+
+// Status is a snapshot of the node.
+type Status struct {
+	Setup  protocols.Setup
+	Self   int
+	Peers  []string
+	Quorum []int
+	Held   []string // resources this node holds
+	Stats  Stats
+}
+
+// Status reports the node's state.
+func (n *Node) Status() (Status, error) {
+	st := Status{Setup: n.cfg.Setup(), Self: n.cfg.Self, Peers: n.cfg.Peers, Quorum: n.factory.Quorum(n.cfg.Self)}
+	err := n.call(context.Background(), func() {
+		st.Stats = n.stats
+		for name, r := range n.res {
+			if r.lease != nil {
+				st.Held = append(st.Held, name)
+			}
+		}
+	})
+	return st, err
+}
+
+// Lease is a resource this node holds.
+type Lease struct {
+	name  string
+	token uint64
+	n     *Node
+	lost  chan struct{}
+
+	mu       sync.Mutex
+	err      error
+	released bool
+}
+
+// Name is the resource's name.
+func (l *Lease) Name() string { return l.name }
+
+// Token is the fencing token: strictly increasing from one holder of the
+// resource to the next (see package quorumfallback).
+func (l *Lease) Token() uint64 { return l.token }
+
+// Lost is closed if the lease ends without Release (the node closed).
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err says why the lease was lost, or nil.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Release gives the resource back. Releasing twice is a no-op.
+func (l *Lease) Release() error {
+	l.mu.Lock()
+	if l.released || l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return err
+	}
+	l.released = true
+	l.mu.Unlock()
+	return l.n.call(context.Background(), func() {
+		if r := l.n.res[l.name]; r != nil && r.lease == l {
+			l.n.release(r)
+		}
+	})
+}
+
+func (l *Lease) lose(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released || l.err != nil {
+		return
+	}
+	l.err = fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	close(l.lost)
+}

@@ -1,0 +1,233 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcnode/mcnode/quorumfallback/protocols"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
+)
+
+// startMem starts n nodes of one setup over qnet's in-memory network.
+func startMem(t *testing.T, protocol, coterie string, n int) []*Node {
+	t.Helper()
+	ends := qnet.NewMemNetwork(n)
+	peers := make([]string, n)
+	for i := range peers {
+		peers[i] = fmt.Sprintf("mem-%d", i)
+	}
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		nd, err := Start(Config{Group: "t", Protocol: protocol, Coterie: coterie, Self: i, Peers: peers, Transport: ends[i], TryWait: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = nd
+		t.Cleanup(func() { nd.Close() })
+	}
+	return nodes
+}
+
+// contend has every node's callers take resource over and over and checks
+// that no two hold it at once and that tokens strictly increase.
+func contend(t *testing.T, nodes []*Node, callers, rounds int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var inside atomic.Int32
+	var mu sync.Mutex
+	var last uint64
+	var wg sync.WaitGroup
+	for _, nd := range nodes {
+		for range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					l, err := nd.Acquire(ctx, "r")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if inside.Add(1) != 1 {
+						t.Error("two holders at once")
+					}
+					mu.Lock()
+					if l.Token() <= last {
+						t.Errorf("token %d after %d", l.Token(), last)
+					}
+					last = l.Token()
+					mu.Unlock()
+					inside.Add(-1)
+					if err := l.Release(); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+func TestEveryProtocolExcludes(t *testing.T) {
+	for _, p := range protocols.Names() {
+		t.Run(p, func(t *testing.T) {
+			contend(t, startMem(t, p, "grid", 5), 2, 20)
+		})
+	}
+}
+
+func TestResourcesAreIndependent(t *testing.T) {
+	nodes := startMem(t, protocols.Maekawa, "fpp", 3)
+	ctx := context.Background()
+	a, err := nodes[0].Acquire(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := nodes[1].Acquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := nodes[0].Status()
+	if len(st.Held) != 1 || st.Held[0] != "a" {
+		t.Fatalf("node 0 holds %v", st.Held)
+	}
+	a.Release()
+	b.Release()
+}
+
+// TryAcquire gives up on a held lock; its request, which the protocols
+// cannot withdraw, is granted later and released at once, and the lock
+// goes on working.
+func TestTryAcquireAndAbandonedGrant(t *testing.T) {
+	nodes := startMem(t, protocols.CaoSinghal, "tree", 4)
+	ctx := context.Background()
+	l, err := nodes[0].Acquire(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes[1].TryAcquire(ctx, "r"); !errors.Is(err, ErrLocked) {
+		t.Fatalf("TryAcquire of a held lock: %v", err)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := nodes[2].Acquire(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.Release()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := nodes[1].Status()
+		if st.Stats.Abandoned == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the abandoned grant was not released: %+v", st.Stats)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	l3, err := nodes[1].TryAcquire(ctx, "r")
+	if err != nil {
+		t.Fatalf("a free lock: %v", err)
+	}
+	l3.Release()
+}
+
+func TestCloseEndsLeasesAndWaiters(t *testing.T) {
+	nodes := startMem(t, protocols.Central, "", 2)
+	ctx := context.Background()
+	l, err := nodes[0].Acquire(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := nodes[0].Acquire(ctx, "r")
+		waited <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	nodes[0].Close()
+	select {
+	case <-l.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("lease not lost on Close")
+	}
+	if !errors.Is(l.Err(), ErrLeaseLost) {
+		t.Fatalf("Err: %v", l.Err())
+	}
+	if err := <-waited; !errors.Is(err, ErrClosed) {
+		t.Fatalf("waiter: %v", err)
+	}
+	if _, err := nodes[0].Acquire(ctx, "r"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Acquire after Close: %v", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	ok := Config{Group: "g", Protocol: protocols.Maekawa, Coterie: "fpp", Peers: []string{"a:1", "b:2"}, Transport: qnet.NewMemNetwork(2)[0]}
+	for name, mod := range map[string]func(*Config){
+		"no group":     func(c *Config) { c.Group = "" },
+		"no peers":     func(c *Config) { c.Peers = nil },
+		"self":         func(c *Config) { c.Self = 2 },
+		"protocol":     func(c *Config) { c.Protocol = "paxos" },
+		"coterie":      func(c *Config) { c.Coterie = "ring" },
+		"try negative": func(c *Config) { c.TryWait = -1 },
+	} {
+		c := ok
+		mod(&c)
+		if _, err := Start(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	n, err := Start(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	if _, err := n.Acquire(context.Background(), ""); err == nil {
+		t.Error("empty resource name accepted")
+	}
+}
+
+// Over real TCP on loopback: the mesh as the daemon uses it.
+func TestOverTCP(t *testing.T) {
+	const n = 4
+	listeners := make([]net.Listener, n)
+	peers := make([]string, n)
+	for i := range listeners {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listeners[i], peers[i] = l, l.Addr().String()
+	}
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		nd, err := Start(Config{Group: "t", Protocol: protocols.CaoSinghal, Coterie: "fpp", Self: i, Peers: peers, Listener: listeners[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = nd
+		t.Cleanup(func() { nd.Close() })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, nd := range nodes {
+		if err := nd.WaitConnected(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	contend(t, nodes, 2, 25)
+	st, _ := nodes[0].Status()
+	if st.Stats.Entries == 0 || st.Stats.Rejected != 0 {
+		t.Fatalf("stats %+v", st.Stats)
+	}
+}
