@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/mcnode/mcnode/group"
 )
 
 // The control protocol between `mcnode run` and local clients: one JSON
@@ -91,7 +89,7 @@ func listen(path string) (net.Listener, error) {
 }
 
 // serveControl answers local clients until the listener closes.
-func serveControl(l net.Listener, g *group.Group, log zerolog.Logger) {
+func serveControl(l net.Listener, g locker, log zerolog.Logger) {
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -101,7 +99,7 @@ func serveControl(l net.Listener, g *group.Group, log zerolog.Logger) {
 	}
 }
 
-func handleControl(conn net.Conn, g *group.Group, log zerolog.Logger) {
+func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 	defer conn.Close()
 	in := bufio.NewReader(conn)
 	enc := json.NewEncoder(conn)
@@ -116,12 +114,12 @@ func handleControl(conn net.Conn, g *group.Group, log zerolog.Logger) {
 	}
 	switch req.Op {
 	case "status":
-		st, err := g.Status()
+		st, err := g.status()
 		if err != nil {
 			_ = enc.Encode(response{Error: err.Error()})
 			return
 		}
-		_ = enc.Encode(response{OK: true, Status: viewStatus(st)})
+		_ = enc.Encode(response{OK: true, Status: st})
 	case "lock":
 		serveLock(conn, in, enc, g, req, log)
 	default:
@@ -131,7 +129,7 @@ func handleControl(conn net.Conn, g *group.Group, log zerolog.Logger) {
 
 // serveLock acquires for a client and holds the lock while the client stays
 // connected.
-func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g *group.Group, req request, log zerolog.Logger) {
+func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req request, log zerolog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Whatever the client says next (release), or its going away, ends it.
@@ -141,13 +139,9 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g *group.Grou
 		close(gone)
 		cancel()
 	}()
-	acquire := g.Acquire
-	if req.Try {
-		acquire = g.TryAcquire
-	}
-	lease, err := acquire(ctx, req.Name)
+	lease, err := g.acquire(ctx, req.Name, req.Try)
 	switch {
-	case errors.Is(err, group.ErrLocked):
+	case errLocked(err):
 		_ = enc.Encode(response{Locked: true, Error: err.Error()})
 		return
 	case err != nil:
@@ -156,8 +150,8 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g *group.Grou
 	}
 	log.Debug().Str("resource", req.Name).Uint64("token", lease.Token()).Msg("lock held for a local client")
 	var margin int64
-	if st, err := g.Status(); err == nil {
-		margin = st.LeaseMargin.Milliseconds()
+	if st, err := g.status(); err == nil {
+		margin = st.Margin
 	}
 	if err := enc.Encode(response{OK: true, Token: lease.Token(), Margin: margin}); err != nil {
 		_ = lease.Release()

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +21,8 @@ import (
 
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/internal/netns"
+	q "github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/quorumfallback/node"
 	"github.com/mcnode/mcnode/wire"
 )
 
@@ -39,6 +43,9 @@ func demoCommand() *cli.Command {
 			&cli.DurationFlag{Name: "hold", Value: time.Millisecond, Usage: "longest time a node holds a lock"},
 			&cli.BoolFlag{Name: "host-network", Usage: "do not create a private network namespace; use --interface with TTL 0"},
 		},
+		// --mode, --algo and --coterie come with the common flags; --peers
+		// and --node-id do not apply: the demo makes its own.
+
 		Action: demoAction,
 	}
 }
@@ -80,6 +87,13 @@ func demoAction(c *cli.Context) error {
 	}
 	cfg.Logger = log
 	d := &demo{nodes: nodes, resources: resources, duration: c.Duration("duration"), hold: c.Duration("hold"), cfg: cfg, out: os.Stdout}
+	if d.mode, err = mode(c); err != nil {
+		return err
+	}
+	d.qcfg = node.Config{Group: cfg.Name, Protocol: c.String("algo"), Coterie: c.String("coterie"), Peers: make([]string, nodes), Logger: log}
+	if err := d.qcfg.Setup().Validate(); d.mode == modeQuorum && err != nil {
+		return setupError(err)
+	}
 	return d.run()
 }
 
@@ -110,6 +124,8 @@ type demo struct {
 	nodes, resources int
 	duration, hold   time.Duration
 	cfg              group.Config
+	mode             string
+	qcfg             node.Config // quorum mode: the protocol, coterie and group
 	out              io.Writer
 
 	entries   atomic.Int64
@@ -127,21 +143,26 @@ func (d *demo) run() error {
 	if !netns.Inside() {
 		where = fmt.Sprintf("real UDP multicast on %s of this host (TTL 0)", d.cfg.Interface)
 	}
+	if d.mode == modeQuorum {
+		where = fmt.Sprintf("TCP on 127.0.0.1 in quorum mode: %v", d.qcfg.Setup())
+	}
 	fmt.Fprintf(d.out, "mcnode demo: %d nodes contend for %d locks for %v over %s\n", d.nodes, d.resources, d.duration, where)
-	var gs []*group.Group
+	var gs []locker
 	defer func() {
 		lctx, lcancel := context.WithTimeout(context.Background(), leaveTimeout)
 		defer lcancel()
 		for _, g := range gs {
-			g.Leave(lctx)
+			g.leave(lctx)
 		}
 	}()
-	for i := 0; i < d.nodes; i++ {
-		g, err := group.Join(ctx, d.cfg)
-		if err != nil {
-			return &exitError{code: 1, err: fmt.Errorf("node %d: %w", i+1, err)}
-		}
-		gs = append(gs, g)
+	var err error
+	if d.mode == modeQuorum {
+		gs, err = d.startQuorum(ctx)
+	} else {
+		gs, err = d.joinMulticast(ctx)
+	}
+	if err != nil {
+		return &exitError{code: 1, err: err}
 	}
 	d.inside = make([]atomic.Int32, d.resources)
 	d.perNode = make([]int64, d.nodes)
@@ -159,12 +180,12 @@ func (d *demo) run() error {
 }
 
 // work is one node's application: lock, check, hold, release, again.
-func (d *demo) work(ctx context.Context, i int, g *group.Group, stop time.Time) {
+func (d *demo) work(ctx context.Context, i int, g locker, stop time.Time) {
 	rng := rand.New(rand.NewSource(int64(i) + time.Now().UnixNano()))
 	for time.Now().Before(stop) {
 		r := rng.Intn(d.resources)
 		t0 := time.Now()
-		l, err := g.Acquire(ctx, fmt.Sprintf("lock-%d", r))
+		l, err := g.acquire(ctx, fmt.Sprintf("lock-%d", r), false)
 		if err != nil {
 			return
 		}
@@ -186,7 +207,7 @@ func (d *demo) work(ctx context.Context, i int, g *group.Group, stop time.Time) 
 }
 
 // watch shows progress until the workers are done.
-func (d *demo) watch(gs []*group.Group, stop time.Time, wg *sync.WaitGroup) {
+func (d *demo) watch(gs []locker, stop time.Time, wg *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	tty := false
@@ -208,10 +229,12 @@ func (d *demo) watch(gs []*group.Group, stop time.Time, wg *sync.WaitGroup) {
 			}
 			return
 		case <-t.C:
-			st, _ := gs[0].Status()
 			el := time.Since(start).Round(100 * time.Millisecond)
-			line := fmt.Sprintf("%6v  entries %7d (%5.0f/s)  server node %-2d  T %-8d  members %d  overlaps %d",
-				el, d.entries.Load(), float64(d.entries.Load())/time.Since(start).Seconds(), st.Server, st.T, len(st.Members), d.overlaps.Load())
+			line := fmt.Sprintf("%6v  entries %7d (%5.0f/s)  overlaps %d", el, d.entries.Load(),
+				float64(d.entries.Load())/time.Since(start).Seconds(), d.overlaps.Load())
+			if st, err := gs[0].status(); err == nil && d.mode != modeQuorum {
+				line += fmt.Sprintf("  server node %-2d  T %-8d  members %d", st.Server, st.T, len(st.Members))
+			}
 			if tty {
 				fmt.Fprintf(d.out, "\r%s", line)
 			} else {
@@ -221,24 +244,14 @@ func (d *demo) watch(gs []*group.Group, stop time.Time, wg *sync.WaitGroup) {
 	}
 }
 
-func (d *demo) summary(gs []*group.Group) error {
-	sent := map[wire.Class]uint64{}
-	for _, g := range gs {
-		st, err := g.Status()
-		if err != nil {
-			continue
-		}
-		for c, n := range st.Stats.Sent {
-			sent[c] += n
-		}
-	}
+func (d *demo) summary(gs []locker) error {
 	entries := d.entries.Load()
-	per := func(classes ...wire.Class) float64 {
-		var n uint64
-		for _, c := range classes {
-			n += sent[c]
-		}
-		return float64(n) / float64(max(entries, 1))
+	fmt.Fprintf(d.out, "\n  entries              %d (%.0f per second)\n", entries, float64(entries)/d.duration.Seconds())
+	fmt.Fprintf(d.out, "  per node             %v\n", d.perNode)
+	if d.mode == modeQuorum {
+		d.quorumTraffic(gs)
+	} else {
+		d.multicastTraffic(gs)
 	}
 	slices.Sort(d.latencies)
 	pct := func(p float64) time.Duration {
@@ -247,13 +260,6 @@ func (d *demo) summary(gs []*group.Group) error {
 		}
 		return d.latencies[min(len(d.latencies)-1, int(p*float64(len(d.latencies))))]
 	}
-	core := per(wire.ClassRequest, wire.ClassDecision, wire.ClassRelease)
-	member := per(wire.ClassSync, wire.ClassPing, wire.ClassHeartbeat, wire.ClassRepair, wire.ClassJoin)
-	fmt.Fprintf(d.out, "\n  entries              %d (%.0f per second)\n", entries, float64(entries)/d.duration.Seconds())
-	fmt.Fprintf(d.out, "  per node             %v\n", d.perNode)
-	fmt.Fprintf(d.out, "  datagrams per entry  %.2f: request %.2f, grant %.2f, release %.2f\n", core,
-		per(wire.ClassRequest), per(wire.ClassDecision), per(wire.ClassRelease))
-	fmt.Fprintf(d.out, "  membership traffic   %.3f per entry (pings, SYNCs, heartbeats, repairs, joins)\n", member)
 	fmt.Fprintf(d.out, "  acquire latency      p50 %v  p99 %v\n", pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond))
 	fmt.Fprintf(d.out, "  overlaps found       %d\n", d.overlaps.Load())
 	if d.overlaps.Load() > 0 {
@@ -263,4 +269,100 @@ func (d *demo) summary(gs []*group.Group) error {
 		return &exitError{code: 1, err: errors.New("no lock was ever granted")}
 	}
 	return nil
+}
+
+// joinMulticast starts the multicast-mode nodes.
+func (d *demo) joinMulticast(ctx context.Context) ([]locker, error) {
+	var gs []locker
+	for i := 0; i < d.nodes; i++ {
+		g, err := group.Join(ctx, d.cfg)
+		if err != nil {
+			return gs, fmt.Errorf("node %d: %w", i+1, err)
+		}
+		gs = append(gs, groupLocker{g: g})
+	}
+	return gs, nil
+}
+
+// startQuorum starts the quorum-mode nodes on loopback ports the system
+// picks, and waits until they are all connected.
+func (d *demo) startQuorum(ctx context.Context) ([]locker, error) {
+	listeners := make([]net.Listener, d.nodes)
+	for i := range listeners {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			for _, l := range listeners[:i] {
+				l.Close()
+			}
+			return nil, err
+		}
+		listeners[i], d.qcfg.Peers[i] = l, l.Addr().String()
+	}
+	var gs []locker
+	for i := range listeners {
+		cfg := d.qcfg
+		cfg.Self, cfg.Listener = i, listeners[i]
+		n, err := node.Start(cfg)
+		if err != nil {
+			for _, l := range listeners[i:] {
+				l.Close()
+			}
+			return gs, fmt.Errorf("node %d: %w", i, err)
+		}
+		gs = append(gs, quorumLocker{n: n, group: cfg.Group})
+	}
+	for i, g := range gs {
+		if err := g.(quorumLocker).n.WaitConnected(ctx); err != nil {
+			return gs, fmt.Errorf("node %d: links: %w", i, err)
+		}
+	}
+	return gs, nil
+}
+
+func (d *demo) multicastTraffic(gs []locker) {
+	sent := map[wire.Class]uint64{}
+	for _, g := range gs {
+		st, err := g.(groupLocker).g.Status()
+		if err != nil {
+			continue
+		}
+		for c, n := range st.Stats.Sent {
+			sent[c] += n
+		}
+	}
+	per := func(classes ...wire.Class) float64 {
+		var n uint64
+		for _, c := range classes {
+			n += sent[c]
+		}
+		return float64(n) / float64(max(d.entries.Load(), 1))
+	}
+	core := per(wire.ClassRequest, wire.ClassDecision, wire.ClassRelease)
+	member := per(wire.ClassSync, wire.ClassPing, wire.ClassHeartbeat, wire.ClassRepair, wire.ClassJoin)
+	fmt.Fprintf(d.out, "  datagrams per entry  %.2f: request %.2f, grant %.2f, release %.2f\n", core,
+		per(wire.ClassRequest), per(wire.ClassDecision), per(wire.ClassRelease))
+	fmt.Fprintf(d.out, "  membership traffic   %.3f per entry (pings, SYNCs, heartbeats, repairs, joins)\n", member)
+}
+
+func (d *demo) quorumTraffic(gs []locker) {
+	var sent [q.Transfer + 1]uint64
+	for _, g := range gs {
+		st, err := g.(quorumLocker).n.Status()
+		if err != nil {
+			continue
+		}
+		for k, n := range st.Stats.Sent {
+			sent[k] += n
+		}
+	}
+	entries := float64(max(d.entries.Load(), 1))
+	var parts []string
+	total := 0.0
+	for k, n := range sent {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%v %.2f", q.Kind(k), float64(n)/entries))
+			total += float64(n) / entries
+		}
+	}
+	fmt.Fprintf(d.out, "  messages per entry   %.2f: %s (TCP, between nodes)\n", total, strings.Join(parts, ", "))
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/internal/netns"
+	"github.com/mcnode/mcnode/quorumfallback/protocols"
 )
 
 // The test binary doubles as mcnode: the end-to-end tests run it as separate
@@ -37,6 +38,7 @@ type cluster struct {
 	lan     *netns.LAN
 	dir     string
 	daemons []*exec.Cmd
+	env     func(i int) []string // more environment for host i's commands
 }
 
 func newCluster(t *testing.T, hosts, daemons int) *cluster {
@@ -67,6 +69,9 @@ func (c *cluster) mcnode(i int, args ...string) *exec.Cmd {
 		"MCNODE_LOG_FORMAT=json",
 		"GORACE=atexit_sleep_ms=0", // a -race build otherwise sleeps a second at exit
 	)
+	if c.env != nil {
+		cmd.Env = append(cmd.Env, c.env(i)...)
+	}
 	if level := os.Getenv("E2E_LOG_LEVEL"); level != "" { // E2E_LOG_LEVEL=debug for the daemons' whole story
 		cmd.Env = append(cmd.Env, "MCNODE_LOG_LEVEL="+level)
 	}
@@ -214,8 +219,59 @@ func (c *cluster) quietHost(i, observer int) {
 // overlap, and the fencing tokens increase in critical-section order. One
 // host runs no daemon: its locks join the group for their duration.
 func TestE2ECounterUnderLock(t *testing.T) {
-	const hosts, perHost = 4, 6
+	const hosts = 4
 	c := newCluster(t, hosts, hosts-1)
+	counterUnderLock(t, c, hosts, 6, 2)
+	v, err := c.statusCommand(0)
+	if err != nil || len(v.Members) != hosts-1 || v.Server == 0 {
+		t.Fatalf("mcnode status: %v %+v", err, v)
+	}
+}
+
+// TestE2EQuorumCounterUnderLock is the same test in quorum mode, for every
+// protocol: daemons on four hosts run it over TCP, each host locks through
+// its own.
+func TestE2EQuorumCounterUnderLock(t *testing.T) {
+	const hosts = 4
+	for _, algo := range protocols.Names() {
+		t.Run(algo, func(t *testing.T) {
+			c := newQuorumCluster(t, hosts, algo, "grid")
+			counterUnderLock(t, c, hosts, 4, 4)
+			v, err := c.statusCommand(1)
+			if err != nil || v.Mode != modeQuorum || v.Protocol != algo || len(v.Members) != hosts || v.Self != 1 {
+				t.Fatalf("mcnode status: %v %+v", err, v)
+			}
+		})
+	}
+}
+
+// newQuorumCluster runs a quorum-mode daemon on every host.
+func newQuorumCluster(t *testing.T, hosts int, algo, coterie string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
+	var peers []string
+	for _, h := range c.lan.Hosts {
+		peers = append(peers, h.IP+":7950")
+	}
+	c.env = func(i int) []string {
+		return []string{"MCNODE_MODE=quorum", "MCNODE_ALGO=" + algo, "MCNODE_COTERIE=" + coterie,
+			"MCNODE_PEERS=" + strings.Join(peers, ","), fmt.Sprintf("MCNODE_NODE_ID=%d", i)}
+	}
+	for i := range hosts {
+		c.startDaemon(i)
+	}
+	for i := range hosts {
+		c.waitStatus(i, "its control socket", func(*statusView) bool { return true })
+	}
+	return c
+}
+
+// counterUnderLock has every host increment a shared counter file under
+// the lock "counter" (the last host lastN times, the others perHost) and
+// checks that nothing was lost, no two critical sections overlapped and the
+// fencing tokens strictly increased.
+func counterUnderLock(t *testing.T, c *cluster, hosts, perHost, lastN int) {
+	t.Helper()
 	if err := os.WriteFile(filepath.Join(c.dir, "counter"), []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +288,7 @@ rmdir "$D/inside"`
 	for i := 0; i < hosts; i++ {
 		n := perHost
 		if i == hosts-1 {
-			n = 2 // no daemon: each lock joins the group first
+			n = lastN // in multicast mode, no daemon: each lock joins the group first
 		}
 		wg.Add(1)
 		go func() {
@@ -263,10 +319,6 @@ rmdir "$D/inside"`
 		t.Fatalf("fencing tokens not strictly increasing: %v", tokens)
 	}
 	t.Logf("%d locks from %d hosts, counter %d, tokens %d..%d", taken, hosts, count, tokens[0], tokens[len(tokens)-1])
-	v, err := c.statusCommand(0)
-	if err != nil || len(v.Members) != hosts-1 || v.Server == 0 {
-		t.Fatalf("mcnode status: %v %+v", err, v)
-	}
 }
 
 func parseUints(t *testing.T, path string) []uint64 {
@@ -414,7 +466,24 @@ func TestE2ELockWithoutGroup(t *testing.T) {
 
 // mcnode lock passes the command's exit status on and reports a timeout.
 func TestE2ELockExitStatus(t *testing.T) {
-	c := newCluster(t, 2, 2)
+	lockExitStatus(t, newCluster(t, 2, 2))
+}
+
+func TestE2EQuorumLockExitStatus(t *testing.T) {
+	c := newQuorumCluster(t, 3, protocols.Maekawa, "fpp")
+	lockExitStatus(t, c)
+	// A lock in quorum mode without a daemon says what to do.
+	out, err := c.mcnode(0, "lock", "--no-daemon", "s", "--", "true").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "mcnode run --mode quorum") {
+		t.Fatalf("--no-daemon in quorum mode: %v: %s", err, out)
+	}
+}
+
+// lockExitStatus checks mcnode lock's exit statuses: COMMAND's own, and 1
+// for a timeout or a held lock with --nonblock.
+func lockExitStatus(t *testing.T, c *cluster) {
+	t.Helper()
 	err := c.mcnode(0, "lock", "s", "--", "sh", "-c", "exit 7").Run()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 7 {

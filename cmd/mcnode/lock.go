@@ -90,7 +90,7 @@ func lockAction(c *cli.Context) error {
 	case err == nil:
 	case errors.As(err, &ee):
 		return err
-	case errors.Is(err, group.ErrLocked):
+	case errLocked(err):
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("lock %q is held by another member (--nonblock)", name)}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q", c.Duration("timeout"), name)}
@@ -112,6 +112,11 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 		case errors.Is(err, errUnsafeSocketDir):
 			return nil, err
 		}
+	}
+	if m, err := mode(c); err != nil {
+		return nil, err
+	} else if m == modeQuorum {
+		return nil, needDaemon(c, "lock")
 	}
 	cfg, err := groupConfig(c, log)
 	if err != nil {

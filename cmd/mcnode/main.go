@@ -62,7 +62,7 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 // withCommon gives a command the shared group and logging flags, after its
 // own, and one-line usage errors.
 func withCommon(cmd *cli.Command) *cli.Command {
-	cmd.Flags = append(cmd.Flags, commonFlags()...)
+	cmd.Flags = append(append(cmd.Flags, commonFlags()...), modeFlags()...)
 	cmd.OnUsageError = onUsageError
 	return cmd
 }

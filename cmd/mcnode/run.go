@@ -7,8 +7,6 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/mcnode/mcnode/group"
 )
 
 func runCommand() *cli.Command {
@@ -17,14 +15,16 @@ func runCommand() *cli.Command {
 		Usage: "join the group and stay, serving locks to local scripts through a control socket",
 		Description: "Joins (or, if no member answers within --join-timeout, founds) the group on\n" +
 			"--interface and stays until interrupted, then leaves it cleanly. `mcnode lock`\n" +
-			"and `mcnode status` on this host go through it.",
+			"and `mcnode status` on this host go through it.\n\n" +
+			"With --mode quorum it instead runs node --node-id of --peers under the quorum\n" +
+			"protocol --algo (with --coterie), over TCP to the other nodes; every node needs\n" +
+			"the same --peers, --algo, --coterie and --group, and all of them must be up.",
 		Action: func(c *cli.Context) error {
 			log, err := logger(c)
 			if err != nil {
 				return err
 			}
-			cfg, err := groupConfig(c, log)
-			if err != nil {
+			if err := checkNodeFlags(c, log); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -36,19 +36,20 @@ func runCommand() *cli.Command {
 			}
 			defer os.Remove(path)
 			defer l.Close()
-			g, err := group.Join(ctx, cfg)
+			g, err := startNode(ctx, c, log)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return err
 			}
-			st, _ := g.Status()
-			log.Info().Uint64("node", uint64(st.Self)).Str("addr", st.Addr).Str("socket", path).
-				Int("members", len(st.Members)).Msg("member of the group; serving local clients")
+			if st, err := g.status(); err == nil {
+				log.Info().Uint64("node", st.Self).Str("addr", st.Addr).Str("socket", path).
+					Int("members", len(st.Members)).Msg("member of the group; serving local clients")
+			}
 			go serveControl(l, g, log)
 			<-ctx.Done()
 			log.Info().Msg("leaving the group")
 			lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 			defer cancel()
-			if err := g.Leave(lctx); err != nil {
+			if err := g.leave(lctx); err != nil {
 				log.Warn().Err(err).Msg("leave not confirmed; the group will notice the silence")
 			}
 			return nil

@@ -17,7 +17,13 @@ import (
 
 // statusView is the status as printed and as sent over the control socket.
 type statusView struct {
-	Group     string           `json:"group"`
+	Group string `json:"group"`
+	// Mode is "quorum" for a quorum-mode node ("" is multicast).
+	Mode      string           `json:"mode,omitempty"`
+	Protocol  string           `json:"protocol,omitempty"`
+	Coterie   string           `json:"coterie,omitempty"`
+	Quorum    []uint64         `json:"quorum,omitempty"`
+	Margin    int64            `json:"lease_margin_ms,omitempty"`
 	Self      uint64           `json:"self"`
 	Addr      string           `json:"addr"`
 	T         uint64           `json:"t"`
@@ -43,7 +49,8 @@ type resourceView struct {
 
 func viewStatus(st group.Status) *statusView {
 	v := &statusView{Group: st.Group, Self: uint64(st.Self), Addr: st.Addr, T: st.T, Server: uint64(st.Server),
-		Sent: map[string]int64{}, Received: st.Stats.Received,
+		Margin: st.LeaseMargin.Milliseconds(),
+		Sent:   map[string]int64{}, Received: st.Stats.Received,
 		Dropped: st.Stats.Malformed + st.Stats.Foreign + st.Stats.Forged}
 	for _, m := range st.Members {
 		v.Members = append(v.Members, memberView{ID: uint64(m.ID), Addr: m.Addr})
@@ -110,6 +117,11 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m, err := mode(c); err != nil {
+		return nil, err
+	} else if m == modeQuorum {
+		return nil, needDaemon(c, "status")
+	}
 	cfg, err := groupConfig(c, log)
 	if err != nil {
 		return nil, err
@@ -130,12 +142,20 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 }
 
 func printStatus(w io.Writer, v *statusView) {
-	fmt.Fprintf(w, "group %s  T=%d  server: node %d  (this node: %d at %s)\n", v.Group, v.T, v.Server, v.Self, v.Addr)
+	if v.Mode == modeQuorum {
+		algo := v.Protocol
+		if v.Coterie != "" {
+			algo += " with the " + v.Coterie + " coterie"
+		}
+		fmt.Fprintf(w, "group %s  quorum mode: %s  (this node: %d at %s, quorum %v)\n", v.Group, algo, v.Self, v.Addr, v.Quorum)
+	} else {
+		fmt.Fprintf(w, "group %s  T=%d  server: node %d  (this node: %d at %s)\n", v.Group, v.T, v.Server, v.Self, v.Addr)
+	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "\nmembers (%d):\n", len(v.Members))
 	for _, m := range v.Members {
 		var notes []string
-		if m.ID == v.Server {
+		if m.ID == v.Server && v.Mode != modeQuorum {
 			notes = append(notes, "server")
 		}
 		if m.ID == v.Self {

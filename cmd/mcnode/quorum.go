@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcnode/mcnode/group"
+	q "github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/quorumfallback/coterie"
+	"github.com/mcnode/mcnode/quorumfallback/node"
+	"github.com/mcnode/mcnode/quorumfallback/protocols"
+)
+
+// The two modes a node runs in.
+const (
+	modeMulticast = "multicast"
+	modeQuorum    = "quorum"
+)
+
+// modeFlags choose between the rotating arbiter over multicast and the
+// quorum protocols over TCP.
+func modeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "mode", Value: modeMulticast, EnvVars: []string{"MCNODE_MODE"},
+			Usage: "multicast (the rotating arbiter) or quorum (a point-to-point protocol over TCP, for comparison)"},
+		&cli.StringFlag{Name: "algo", Value: protocols.Maekawa, EnvVars: []string{"MCNODE_ALGO"},
+			Usage: "quorum mode: " + strings.Join(protocols.Names(), ", ")},
+		&cli.StringFlag{Name: "coterie", Value: "fpp", EnvVars: []string{"MCNODE_COTERIE"},
+			Usage: "quorum mode, for maekawa, cao-singhal and kakugawa: " + strings.Join(coterie.Kinds(), ", ")},
+		&cli.StringFlag{Name: "peers", EnvVars: []string{"MCNODE_PEERS"},
+			Usage: "quorum mode: every node's TCP address host:port, comma-separated, the same list on every node"},
+		&cli.IntFlag{Name: "node-id", Value: -1, EnvVars: []string{"MCNODE_NODE_ID"},
+			Usage: "quorum mode: this node's position in --peers, counting from 0"},
+	}
+}
+
+// mode returns the --mode, checked.
+func mode(c *cli.Context) (string, error) {
+	switch m := c.String("mode"); m {
+	case modeMulticast, modeQuorum:
+		return m, nil
+	default:
+		return "", usage("--mode %q: want multicast or quorum", m)
+	}
+}
+
+// quorumConfig builds a quorum-mode node's config from the flags.
+func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
+	cfg := node.Config{Group: c.String("group"), Protocol: c.String("algo"), Coterie: c.String("coterie"),
+		Self: c.Int("node-id"), Logger: log}
+	for _, p := range strings.Split(c.String("peers"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.Peers = append(cfg.Peers, p)
+		}
+	}
+	switch {
+	case len(cfg.Peers) == 0:
+		return cfg, usage("quorum mode needs --peers: every node's host:port, the same list on every node")
+	case cfg.Self < 0 || cfg.Self >= len(cfg.Peers):
+		return cfg, usage("--node-id %d: want this node's position in --peers, 0 to %d", cfg.Self, len(cfg.Peers)-1)
+	}
+	if err := cfg.Setup().Validate(); err != nil {
+		return cfg, setupError(err)
+	}
+	return cfg, nil
+}
+
+// setupError words a protocols.Setup error in terms of the flags.
+func setupError(err error) error {
+	return usage("%v", strings.NewReplacer("protocols: unknown protocol", "--algo: unknown protocol",
+		"protocols: unknown coterie", "--coterie: unknown coterie").Replace(err.Error()))
+}
+
+// checkNodeFlags validates the flags startNode will use, before anything
+// is opened.
+func checkNodeFlags(c *cli.Context, log zerolog.Logger) error {
+	m, err := mode(c)
+	if err != nil {
+		return err
+	}
+	if m == modeQuorum {
+		_, err = quorumConfig(c, log)
+	} else {
+		_, err = groupConfig(c, log)
+	}
+	return err
+}
+
+// locker is what the daemon and the demo need from a node of either mode.
+type locker interface {
+	acquire(ctx context.Context, name string, try bool) (lease, error)
+	status() (*statusView, error)
+	leave(ctx context.Context) error
+}
+
+// lease is a held lock of either mode.
+type lease interface {
+	Token() uint64
+	Lost() <-chan struct{}
+	Err() error
+	Release() error
+}
+
+// errLocked reports whether a try found the lock taken, in either mode.
+func errLocked(err error) bool {
+	return errors.Is(err, group.ErrLocked) || errors.Is(err, node.ErrLocked)
+}
+
+// groupLocker is a multicast-mode node.
+type groupLocker struct{ g *group.Group }
+
+func (l groupLocker) acquire(ctx context.Context, name string, try bool) (lease, error) {
+	f := l.g.Acquire
+	if try {
+		f = l.g.TryAcquire
+	}
+	le, err := f(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return le, nil
+}
+
+func (l groupLocker) status() (*statusView, error) {
+	st, err := l.g.Status()
+	if err != nil {
+		return nil, err
+	}
+	return viewStatus(st), nil
+}
+
+func (l groupLocker) leave(ctx context.Context) error { return l.g.Leave(ctx) }
+
+// quorumLocker is a quorum-mode node.
+type quorumLocker struct {
+	n     *node.Node
+	group string
+}
+
+func (l quorumLocker) acquire(ctx context.Context, name string, try bool) (lease, error) {
+	f := l.n.Acquire
+	if try {
+		f = l.n.TryAcquire
+	}
+	le, err := f(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return le, nil
+}
+
+func (l quorumLocker) status() (*statusView, error) {
+	st, err := l.n.Status()
+	if err != nil {
+		return nil, err
+	}
+	v := &statusView{Group: l.group, Mode: modeQuorum, Protocol: st.Setup.Protocol, Self: uint64(st.Self),
+		Addr: st.Peers[st.Self], Sent: map[string]int64{}, Received: sum(st.Stats.Received[:]), Dropped: st.Stats.Rejected}
+	if protocols.UsesCoterie(st.Setup.Protocol) {
+		v.Coterie = st.Setup.Coterie
+	}
+	for _, m := range st.Quorum {
+		v.Quorum = append(v.Quorum, uint64(m))
+	}
+	for i, p := range st.Peers {
+		v.Members = append(v.Members, memberView{ID: uint64(i), Addr: p})
+	}
+	for _, name := range st.Held {
+		v.Resources = append(v.Resources, resourceView{Name: name, Holder: uint64(st.Self)})
+	}
+	for k, n := range st.Stats.Sent {
+		if n > 0 {
+			v.Sent[q.Kind(k).String()] = int64(n)
+		}
+	}
+	return v, nil
+}
+
+func (l quorumLocker) leave(context.Context) error { return l.n.Close() }
+
+func sum(xs []uint64) uint64 {
+	var s uint64
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// startNode joins (multicast) or starts (quorum) this host's node as the
+// flags say.
+func startNode(ctx context.Context, c *cli.Context, log zerolog.Logger) (locker, error) {
+	m, err := mode(c)
+	if err != nil {
+		return nil, err
+	}
+	if m == modeQuorum {
+		cfg, err := quorumConfig(c, log)
+		if err != nil {
+			return nil, err
+		}
+		n, err := node.Start(cfg)
+		if err != nil {
+			return nil, &exitError{code: 1, err: err}
+		}
+		go func() {
+			if err := n.WaitConnected(ctx); err == nil {
+				log.Info().Int("peers", len(cfg.Peers)).Msg("connected to every peer")
+			}
+		}()
+		return quorumLocker{n: n, group: cfg.Group}, nil
+	}
+	cfg, err := groupConfig(c, log)
+	if err != nil {
+		return nil, err
+	}
+	g, err := group.Join(ctx, cfg)
+	if err != nil {
+		return nil, &exitError{code: 1, err: err}
+	}
+	return groupLocker{g: g}, nil
+}
+
+// needDaemon is the error for quorum-mode commands run without a daemon.
+func needDaemon(c *cli.Context, what string) error {
+	return &exitError{code: 1, err: fmt.Errorf("no daemon serves %s: in quorum mode %s goes through `mcnode run --mode quorum` on this host "+
+		"(the quorums are fixed, so a node cannot come and go for one command)", socketPath(c), what)}
+}
