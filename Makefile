@@ -27,10 +27,13 @@ vet:
 fuzz:
 	$(GO) test ./wire -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 	$(GO) test ./wire -run '^$$' -fuzz FuzzSnapshot -fuzztime 30s
+	$(GO) test ./quorumfallback/qnet -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s
+	$(GO) test ./quorumfallback/protocols -run '^$$' -fuzz FuzzMachineStep -fuzztime 30s
 
 # A wider seeded sweep than the default 1000 seeds.
 sweep:
 	MCNODE_SIM_SEEDS=20000 $(GO) test ./internal/simtest -run TestPropertySeeded -timeout 60m -v
+	MCNODE_QSIM_SEEDS=20000 $(GO) test ./quorumfallback/protocols -run TestPropertySeeded -timeout 60m -v
 
 clean:
 	rm -rf bin

@@ -188,6 +188,8 @@ func Check(m Message, self ID, n int) error {
 		return fmt.Errorf("%w: arbiter %d out of range (N=%d)", ErrBadMessage, m.Arbiter, n)
 	case m.Site != None && !in(m.Site):
 		return fmt.Errorf("%w: site %d out of range (N=%d)", ErrBadMessage, m.Site, n)
+	case (m.Kind == Transfer || m.WithTransfer) && m.Site == None:
+		return fmt.Errorf("%w: a transfer names no site", ErrBadMessage)
 	}
 	return nil
 }
