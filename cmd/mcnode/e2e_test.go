@@ -245,6 +245,41 @@ func TestE2EQuorumCounterUnderLock(t *testing.T) {
 	}
 }
 
+// TestE2EQuorumPeersFromGroup: quorum mode without --peers takes its nodes
+// from the multicast group's membership (--quorum-size).
+func TestE2EQuorumPeersFromGroup(t *testing.T) {
+	const hosts = 3
+	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
+	c.env = func(int) []string {
+		return []string{"MCNODE_MODE=quorum", "MCNODE_ALGO=kakugawa", "MCNODE_COTERIE=majority", fmt.Sprintf("MCNODE_QUORUM_SIZE=%d", hosts)}
+	}
+	for i := range hosts {
+		c.startDaemon(i)
+		// One at a time, so that the first founds the group and the others join it.
+		c.waitLog(i, "waiting for the multicast group")
+	}
+	for i := range hosts {
+		v := c.waitStatus(i, "peers from the group", func(v *statusView) bool { return len(v.Members) == hosts })
+		if v.Mode != modeQuorum || v.Protocol != "kakugawa" || !strings.HasPrefix(v.Members[v.Self].Addr, c.lan.Hosts[i].IP+":") {
+			t.Fatalf("host %d: %+v", i, v)
+		}
+	}
+	counterUnderLock(t, c, hosts, 3, 3)
+}
+
+// waitLog waits until host i's daemon has logged a line containing what.
+func (c *cluster) waitLog(i int, what string) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("daemon%d.log", i))); bytes.Contains(b, []byte(what)) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("daemon %d never logged %q", i, what)
+}
+
 // newQuorumCluster runs a quorum-mode daemon on every host.
 func newQuorumCluster(t *testing.T, hosts int, algo, coterie string) *cluster {
 	t.Helper()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -36,6 +37,8 @@ func modeFlags() []cli.Flag {
 			Usage: "quorum mode: every node's TCP address host:port, comma-separated, the same list on every node"},
 		&cli.IntFlag{Name: "node-id", Value: -1, EnvVars: []string{"MCNODE_NODE_ID"},
 			Usage: "quorum mode: this node's position in --peers, counting from 0"},
+		&cli.IntFlag{Name: "quorum-size", EnvVars: []string{"MCNODE_QUORUM_SIZE"},
+			Usage: "quorum mode without --peers: join the multicast group, wait until it has this many members, and use the first that many (by member ID) as the peers, each at its group address over TCP"},
 	}
 }
 
@@ -58,9 +61,21 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 			cfg.Peers = append(cfg.Peers, p)
 		}
 	}
+	if size := c.Int("quorum-size"); len(cfg.Peers) == 0 && size > 0 {
+		// The peers come from the multicast group's membership (startNode);
+		// check what can be checked now.
+		cfg.Peers, cfg.Self = make([]string, size), 0
+		if err := cfg.Setup().Validate(); err != nil {
+			return cfg, setupError(err)
+		}
+		_, err := groupConfig(c, log)
+		return cfg, err
+	}
 	switch {
+	case c.Int("quorum-size") < 0:
+		return cfg, usage("--quorum-size %d: want a positive number of nodes", c.Int("quorum-size"))
 	case len(cfg.Peers) == 0:
-		return cfg, usage("quorum mode needs --peers: every node's host:port, the same list on every node")
+		return cfg, usage("quorum mode needs --peers (every node's host:port, the same list on every node) or --quorum-size (take the peers from the multicast group)")
 	case cfg.Self < 0 || cfg.Self >= len(cfg.Peers):
 		return cfg, usage("--node-id %d: want this node's position in --peers, 0 to %d", cfg.Self, len(cfg.Peers)-1)
 	}
@@ -140,6 +155,7 @@ func (l groupLocker) leave(ctx context.Context) error { return l.g.Leave(ctx) }
 type quorumLocker struct {
 	n     *node.Node
 	group string
+	via   *group.Group // the multicast group the peers came from, if they did
 }
 
 func (l quorumLocker) acquire(ctx context.Context, name string, try bool) (lease, error) {
@@ -181,7 +197,13 @@ func (l quorumLocker) status() (*statusView, error) {
 	return v, nil
 }
 
-func (l quorumLocker) leave(context.Context) error { return l.n.Close() }
+func (l quorumLocker) leave(ctx context.Context) error {
+	err := l.n.Close()
+	if l.via != nil {
+		err = errors.Join(err, l.via.Leave(ctx))
+	}
+	return err
+}
 
 func sum(xs []uint64) uint64 {
 	var s uint64
@@ -203,8 +225,17 @@ func startNode(ctx context.Context, c *cli.Context, log zerolog.Logger) (locker,
 		if err != nil {
 			return nil, err
 		}
+		var via *group.Group
+		if c.String("peers") == "" {
+			if via, err = peersFromGroup(ctx, c, &cfg, log); err != nil {
+				return nil, &exitError{code: 1, err: err}
+			}
+		}
 		n, err := node.Start(cfg)
 		if err != nil {
+			if via != nil {
+				_ = via.Leave(ctx)
+			}
 			return nil, &exitError{code: 1, err: err}
 		}
 		go func() {
@@ -212,7 +243,7 @@ func startNode(ctx context.Context, c *cli.Context, log zerolog.Logger) (locker,
 				log.Info().Int("peers", len(cfg.Peers)).Msg("connected to every peer")
 			}
 		}()
-		return quorumLocker{n: n, group: cfg.Group}, nil
+		return quorumLocker{n: n, group: cfg.Group, via: via}, nil
 	}
 	cfg, err := groupConfig(c, log)
 	if err != nil {
@@ -229,4 +260,52 @@ func startNode(ctx context.Context, c *cli.Context, log zerolog.Logger) (locker,
 func needDaemon(c *cli.Context, what string) error {
 	return &exitError{code: 1, err: fmt.Errorf("no daemon serves %s: in quorum mode %s goes through `mcnode run --mode quorum` on this host "+
 		"(the quorums are fixed, so a node cannot come and go for one command)", socketPath(c), what)}
+}
+
+// peersFromGroup fills cfg.Peers and cfg.Self from the multicast group's
+// membership: it joins the group, waits until it has len(cfg.Peers)
+// members, and takes the first that many by member ID, each at its group
+// unicast address (host:port), which the node then also listens on over
+// TCP. The membership is the group's replicated view, so every node that
+// does this gets the same list. The node stays a member, so that nodes
+// starting later still find the group complete.
+func peersFromGroup(ctx context.Context, c *cli.Context, cfg *node.Config, log zerolog.Logger) (*group.Group, error) {
+	gcfg, err := groupConfig(c, log)
+	if err != nil {
+		return nil, err
+	}
+	want := len(cfg.Peers)
+	g, err := group.Join(ctx, gcfg)
+	if err != nil {
+		return nil, err
+	}
+	log.Info().Int("quorum_size", want).Msg("waiting for the multicast group to have the quorum mode's nodes")
+	for {
+		st, err := g.Status()
+		if err != nil {
+			_ = g.Leave(ctx)
+			return nil, err
+		}
+		if len(st.Members) >= want {
+			cfg.Self = -1
+			for i, m := range st.Members[:want] {
+				cfg.Peers[i] = m.Addr
+				if m.ID == st.Self {
+					cfg.Self = i
+				}
+			}
+			if cfg.Self < 0 {
+				_ = g.Leave(ctx)
+				return nil, fmt.Errorf("the multicast group already has %d members before this one (--quorum-size %d): this node is not one of the quorum mode's nodes", len(st.Members)-1, want)
+			}
+			log.Info().Strs("peers", cfg.Peers).Int("node_id", cfg.Self).Msg("peers taken from the multicast group")
+			return g, nil
+		}
+		select {
+		case <-ctx.Done():
+			_ = g.Leave(context.Background())
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

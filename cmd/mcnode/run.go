@@ -18,7 +18,9 @@ func runCommand() *cli.Command {
 			"and `mcnode status` on this host go through it.\n\n" +
 			"With --mode quorum it instead runs node --node-id of --peers under the quorum\n" +
 			"protocol --algo (with --coterie), over TCP to the other nodes; every node needs\n" +
-			"the same --peers, --algo, --coterie and --group, and all of them must be up.",
+			"the same --peers, --algo, --coterie and --group, and all of them must be up.\n" +
+			"With --quorum-size N instead of --peers, the peers are the first N members of\n" +
+			"the multicast group on --interface, which the node joins and stays in.",
 		Action: func(c *cli.Context) error {
 			log, err := logger(c)
 			if err != nil {
