@@ -17,7 +17,11 @@
 // The papers assume nodes that never fail; so does this mode. A node that
 // dies stalls every request whose quorum contains it, and the runtime says
 // so in its log (the links report the broken connection); multicast mode is
-// the one that survives failures.
+// the one that survives failures. A node that restarts has lost the state
+// its peers rely on, so they refuse it (package qnet), and a node takes
+// locks only while its links to every peer are up: restart a group whole.
+// The runtime keeps a machine for every resource name it meets, up to
+// MaxResources.
 package node
 
 import (
@@ -39,8 +43,12 @@ import (
 var (
 	// ErrConfig wraps every config error.
 	ErrConfig = errors.New("node: bad config")
-	// ErrLocked: TryAcquire did not get the resource within TryWait.
-	ErrLocked = errors.New("node: resource is held by another node")
+	// ErrLocked: TryAcquire did not get the resource within TryWait: it is
+	// held or waited for, here or elsewhere.
+	ErrLocked = errors.New("node: resource is held or waited for")
+	// ErrNotConnected: TryAcquire found the links to some peer down (it
+	// has not started yet, or it restarted and the group refuses it).
+	ErrNotConnected = errors.New("node: not connected to every peer")
 	// ErrClosed: the node was closed.
 	ErrClosed = errors.New("node: closed")
 	// ErrLeaseLost: the lease ended without Release (the node closed).
@@ -122,6 +130,10 @@ type Node struct {
 	res   map[string]*resource
 	stats Stats
 }
+
+// MaxResources bounds the machines a node keeps (one per resource name
+// seen), so that a peer cannot exhaust its memory with names.
+const MaxResources = 1 << 16
 
 // Stats counts what the node did.
 type Stats struct {
@@ -231,6 +243,9 @@ func (n *Node) loop() {
 
 // call runs f on the loop goroutine.
 func (n *Node) call(ctx context.Context, f func()) error {
+	if err := ctx.Err(); err != nil {
+		return err // select would pick at random
+	}
 	done := make(chan struct{})
 	select {
 	case n.calls <- func() { f(); close(done) }:
@@ -247,6 +262,9 @@ func (n *Node) resource(name string) (*resource, error) {
 	if r := n.res[name]; r != nil {
 		return r, nil
 	}
+	if len(n.res) >= MaxResources {
+		return nil, fmt.Errorf("node: already %d resources (MaxResources)", MaxResources)
+	}
 	m, err := n.factory.New(n.cfg.Self)
 	if err != nil {
 		return nil, err
@@ -257,7 +275,12 @@ func (n *Node) resource(name string) (*resource, error) {
 }
 
 func (n *Node) receive(in qnet.Inbound) {
-	r, err := n.resource(in.Frame.Resource)
+	// Check before making a machine for a name never seen.
+	err := q.Check(in.Frame.Msg, n.cfg.Self, n.cfg.Setup().N)
+	var r *resource
+	if err == nil {
+		r, err = n.resource(in.Frame.Resource)
+	}
 	if err == nil {
 		err = r.m.Step(in.Frame.Msg)
 	}
@@ -324,12 +347,20 @@ func (n *Node) requestIfWaiting(r *resource) {
 // Acquire waits until this node holds the named resource and returns its
 // lease. Callers in one process are served in the order they called.
 func (n *Node) Acquire(ctx context.Context, name string) (*Lease, error) {
+	if err := n.WaitConnected(ctx); errors.Is(err, qnet.ErrClosed) {
+		return nil, ErrClosed
+	} else if err != nil {
+		return nil, err
+	}
 	return n.acquire(ctx, name)
 }
 
 // TryAcquire is Acquire that gives up with ErrLocked if the resource is
 // not granted within Config.TryWait.
 func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
+	if c, ok := n.tr.(interface{ Connected() bool }); ok && !c.Connected() {
+		return nil, ErrNotConnected
+	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.TryWait)
 	defer cancel()
 	l, err := n.acquire(ctx, name)

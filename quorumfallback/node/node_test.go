@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,6 +60,7 @@ func contend(t *testing.T, nodes []*Node, callers, rounds int) {
 					if inside.Add(1) != 1 {
 						t.Error("two holders at once")
 					}
+					runtime.Gosched() // give an overlap the chance to show
 					mu.Lock()
 					if l.Token() <= last {
 						t.Errorf("token %d after %d", l.Token(), last)
@@ -85,7 +88,8 @@ func TestEveryProtocolExcludes(t *testing.T) {
 
 func TestResourcesAreIndependent(t *testing.T) {
 	nodes := startMem(t, protocols.Maekawa, "fpp", 3)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	a, err := nodes[0].Acquire(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -191,9 +195,64 @@ func TestConfigErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Close()
-	if _, err := n.Acquire(context.Background(), ""); err == nil {
-		t.Error("empty resource name accepted")
+	defer n.Close()
+	for _, name := range []string{"", strings.Repeat("x", qnet.MaxResource+1)} {
+		if _, err := n.Acquire(context.Background(), name); err == nil || !strings.Contains(err.Error(), "resource name") {
+			t.Errorf("resource name of %d bytes: %v", len(name), err)
+		}
+	}
+}
+
+// A node that restarts has lost its arbiter state: the others must not take
+// it back, or it would grant a lock that another node holds (here node 0 is
+// the only arbiter that node 1's and node 2's grid quorums share).
+func TestRestartedNodeCannotGrantTwice(t *testing.T) {
+	for _, p := range protocols.Names() {
+		t.Run(p, func(t *testing.T) {
+			const n = 3
+			listeners := make([]net.Listener, n)
+			peers := make([]string, n)
+			for i := range listeners {
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				listeners[i], peers[i] = l, l.Addr().String()
+			}
+			start := func(i int, l net.Listener) *Node {
+				nd, err := Start(Config{Group: "t", Protocol: p, Coterie: "grid", Self: i, Peers: peers, Listener: l})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { nd.Close() })
+				return nd
+			}
+			nodes := []*Node{start(0, listeners[0]), start(1, listeners[1]), start(2, listeners[2])}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			held, err := nodes[1].Acquire(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes[0].Close()
+			l, err := net.Listen("tcp", peers[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes[0] = start(0, l)
+			if _, err := nodes[0].TryAcquire(ctx, "r"); !errors.Is(err, ErrNotConnected) {
+				t.Errorf("the restarted node's TryAcquire: %v, want ErrNotConnected", err)
+			}
+			wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer wcancel()
+			if l, err := nodes[2].Acquire(wctx, "r"); err == nil {
+				l.Release()
+				t.Fatal("node 2 got the lock node 1 holds, from the restarted node 0")
+			}
+			if err := held.Release(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

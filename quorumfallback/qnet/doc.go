@@ -24,12 +24,20 @@
 // to it may be lost, and the papers' reliable-channel assumption is broken:
 // the mesh logs a warning, counts it, redials and carries on, and the
 // runtime above must cope (with timeouts, or by restarting the group).
+//
+// A node that restarts is worse: it comes back without the arbiter state
+// (whom it granted, who waits) the others rely on, and taking it back could
+// grant one lock twice. So a node remembers each peer's incarnation from its
+// first hello and refuses a hello with another one, logging why: the
+// restarted node can never reach it, and whatever needs the restarted node
+// stalls, which is safe. Restart every node of a group together.
 // Nodes are not authenticated: anything that can reach a node's port and
 // knows the Hello can speak for any node. Run the mesh on a trusted network.
 //
 // # Wire format
 //
-// A hello is the magic "mcq1", the dialler's node index as a uvarint, the
+// A hello is the magic "mcq2", the dialler's node index and its incarnation
+// (a random number drawn when the mesh starts) as uvarints, the
 // length of its Hello as a uvarint and the Hello; the answer is one byte
 // (accepted, or why not). Then the dialler sends frames, each a uvarint
 // length and a body (see AppendFrame). The acceptor sends nothing more

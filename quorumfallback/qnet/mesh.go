@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -75,14 +76,15 @@ const (
 	maxSpare = 1 << 20
 )
 
-// helloMagic opens every hello (quorum, version 1).
-var helloMagic = [4]byte{'m', 'c', 'q', '1'}
+// helloMagic opens every hello (quorum, version 2: with the incarnation).
+var helloMagic = [4]byte{'m', 'c', 'q', '2'}
 
 // Answers to a hello.
 const (
 	helloAccept      = 1
 	helloWrongSetup  = 2 // another Config.Hello
 	helloWrongSender = 3 // a node index out of range, or the acceptor's own
+	helloRestarted   = 4 // the node restarted: another incarnation than before
 )
 
 // goodbye is the one byte an acceptor sends after the hello's answer: on
@@ -196,6 +198,9 @@ type Stats struct {
 	ForeignHello uint64
 	// RefusedByPeer counts this node's hellos that peers refused.
 	RefusedByPeer uint64
+	// Restarted counts hellos refused because the node had restarted (a
+	// new incarnation) while this one kept running.
+	Restarted uint64
 	// Reconnects counts outgoing connections that broke and were redialled.
 	Reconnects uint64
 }
@@ -223,10 +228,14 @@ type Mesh struct {
 	nUp      int
 	changed  chan struct{} // closed and replaced when up changes
 	incoming []*inConn     // the connection node i sends on, if any
+	// incarnations has, by node, the incarnation of its first accepted
+	// hello: a node that comes back with another lost its protocol state.
+	incarnations []uint64
+	incarnation  uint64 // this process's
 
-	sentFrames, sentBytes, recvFrames, recvBytes                        [256]atomic.Uint64
-	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects atomic.Uint64
-	lastWarn                                                            atomic.Int64
+	sentFrames, sentBytes, recvFrames, recvBytes                                   [256]atomic.Uint64
+	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted atomic.Uint64
+	lastWarn                                                                       atomic.Int64
 }
 
 // peer is the queue of frames for one node and its writer's wake-up call.
@@ -275,6 +284,9 @@ func Listen(cfg Config) (*Mesh, error) {
 		up:       make([]bool, n),
 		changed:  make(chan struct{}),
 		incoming: make([]*inConn, n),
+
+		incarnations: make([]uint64, n),
+		incarnation:  rand.Uint64() | 1, // never 0, which means "none yet"
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	for i, addr := range cfg.Peers {
@@ -394,6 +406,7 @@ func (m *Mesh) Stats() Stats {
 		RecvFrames: perKind(&m.recvFrames), RecvBytes: perKind(&m.recvBytes),
 		Lost: m.lost.Load(), Malformed: m.malformed.Load(), BadSender: m.badSender.Load(),
 		ForeignHello: m.foreignHello.Load(), RefusedByPeer: m.refusedByPeer.Load(), Reconnects: m.reconnects.Load(),
+		Restarted: m.restarted.Load(),
 	}
 	for _, p := range m.peers {
 		if p != nil {
@@ -650,6 +663,7 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	msg := append([]byte(nil), helloMagic[:]...)
 	msg = binary.AppendUvarint(msg, uint64(m.cfg.Self))
+	msg = binary.AppendUvarint(msg, m.incarnation)
 	msg = binary.AppendUvarint(msg, uint64(len(m.cfg.Hello)))
 	msg = append(msg, m.cfg.Hello...)
 	if _, err := c.Write(msg); err != nil {
@@ -667,6 +681,8 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 		return &refusedError{p.id, p.addr, "different setup"}
 	case helloWrongSender:
 		return &refusedError{p.id, p.addr, fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self)}
+	case helloRestarted:
+		return &refusedError{p.id, p.addr, "this node restarted while that one kept running, and the protocols cannot take back a node that lost its state: restart every node of the group"}
 	}
 	return fmt.Errorf("qnet: peer %d at %s answered hello with unknown byte %#02x", p.id, p.addr, answer[0])
 }
@@ -759,7 +775,13 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, ok bool) {
 		return 0, false
 	}
 	idx, err := binary.ReadUvarint(br)
-	var size uint64
+	var size, inc uint64
+	if err == nil {
+		inc, err = binary.ReadUvarint(br)
+		if err == nil && inc == 0 {
+			err = errors.New("qnet: hello with incarnation 0")
+		}
+	}
 	if err == nil {
 		size, err = binary.ReadUvarint(br)
 	}
@@ -790,6 +812,11 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, ok bool) {
 		m.foreignHello.Add(1)
 		m.log.Warn().Str("remote", remote).Uint64("node", idx).Str("theirs", string(hello)).Str("ours", m.cfg.Hello).
 			Msg("qnet: refused a hello: different setup")
+	case !m.sameIncarnation(int(idx), inc):
+		answer = helloRestarted
+		m.restarted.Add(1)
+		m.log.Error().Str("remote", remote).Uint64("node", idx).
+			Msg("qnet: refused node that restarted: it lost the locks and queues the protocol needs, so it cannot rejoin a running group; restart every node")
 	}
 	if _, err := c.Write([]byte{answer}); err != nil || answer != helloAccept {
 		return 0, false
@@ -857,4 +884,26 @@ func (m *Mesh) inputEnded(from int, err error) {
 		m.malformed.Add(1)
 		m.log.Warn().Err(err).Int("peer", from).Msg("qnet: bad frame length; closing the connection")
 	}
+}
+
+// sameIncarnation records node's incarnation on its first hello and
+// reports whether inc is that one. The papers' nodes never fail: one that
+// restarts comes back without the arbiter state (who it granted, who
+// waits) that others rely on, and taking it back could grant one lock
+// twice. Refusing it stalls what needs it instead, which is safe.
+func (m *Mesh) sameIncarnation(node int, inc uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.incarnations[node] == 0 {
+		m.incarnations[node] = inc
+	}
+	return m.incarnations[node] == inc
+}
+
+// Connected reports whether this node's links to every other node are up
+// and their hellos accepted.
+func (m *Mesh) Connected() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.nUp == m.n-1
 }
