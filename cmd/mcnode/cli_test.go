@@ -39,6 +39,16 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lock", "--timeout", "soon", "x", "--", "true"}, "invalid value"},
 		{[]string{"status", "--log-level", "loud"}, "--log-level"},
 		{[]string{"demo", "--nodes", "0"}, "--nodes"},
+		{[]string{"run", "--mode", "raft"}, "--mode \"raft\""},
+		{[]string{"run", "--interface", "lo", "--peers", "a:1,b:2"}, "--peers applies to quorum mode only"},
+		{[]string{"run", "--mode", "quorum"}, "needs --peers"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2"}, "--node-id -1"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1,a:1", "--node-id", "0"}, "lists a:1 twice"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1", "--node-id", "0", "--algo", "paxos"}, "--algo: unknown protocol"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1", "--node-id", "0", "--coterie", "ring"}, "--coterie: unknown coterie"},
+		{[]string{"run", "--mode", "quorum", "--quorum-size", "3"}, "no --interface"},
+		{[]string{"lock", "--mode", "quorum", "--no-daemon", "x", "--", "true"}, "--no-daemon does not work in quorum mode"},
+		{[]string{"demo", "--mode", "quorum", "--peers", "a:1"}, "the demo makes its own peers"},
 	}
 	for _, tc := range cases {
 		out, code := mcnodeLocal(tc.args...)

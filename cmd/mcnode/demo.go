@@ -35,7 +35,9 @@ func demoCommand() *cli.Command {
 			"meanwhile. The nodes talk real UDP multicast over the loopback interface of a\n" +
 			"private network namespace the demo creates (needs root or unprivileged user\n" +
 			"namespaces), so nothing leaves this host. --host-network runs on this host's\n" +
-			"network instead, with TTL 0, on --interface (default lo).",
+			"network instead, with TTL 0, on --interface (default lo).\n\n" +
+			"With --mode quorum the nodes run --algo (and --coterie) over TCP on 127.0.0.1\n" +
+			"instead, on this host's network (no multicast, so no namespace is needed).",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "nodes", Value: 5, Usage: "nodes in the group"},
 			&cli.IntFlag{Name: "resources", Value: 3, Usage: "locks they contend for"},
@@ -43,8 +45,6 @@ func demoCommand() *cli.Command {
 			&cli.DurationFlag{Name: "hold", Value: time.Millisecond, Usage: "longest time a node holds a lock"},
 			&cli.BoolFlag{Name: "host-network", Usage: "do not create a private network namespace; use --interface with TTL 0"},
 		},
-		// --mode, --algo and --coterie come with the common flags; --peers
-		// and --node-id do not apply: the demo makes its own.
 
 		Action: demoAction,
 	}
@@ -62,7 +62,14 @@ func demoAction(c *cli.Context) error {
 	case c.Duration("hold") < 0:
 		return usage("--hold must not be negative")
 	}
-	if !c.Bool("host-network") {
+	m, err := mode(c)
+	if err != nil {
+		return err
+	}
+	if c.IsSet("peers") || c.IsSet("node-id") || c.IsSet("quorum-size") {
+		return usage("the demo makes its own peers: drop --peers, --node-id and --quorum-size")
+	}
+	if !c.Bool("host-network") && m != modeQuorum {
 		if !netns.Inside() {
 			return reexecInNamespace()
 		}
@@ -87,9 +94,7 @@ func demoAction(c *cli.Context) error {
 	}
 	cfg.Logger = log
 	d := &demo{nodes: nodes, resources: resources, duration: c.Duration("duration"), hold: c.Duration("hold"), cfg: cfg, out: os.Stdout}
-	if d.mode, err = mode(c); err != nil {
-		return err
-	}
+	d.mode = m
 	d.qcfg = node.Config{Group: cfg.Name, Protocol: c.String("algo"), Coterie: c.String("coterie"), Peers: make([]string, nodes), Logger: log}
 	if err := d.qcfg.Setup().Validate(); d.mode == modeQuorum && err != nil {
 		return setupError(err)

@@ -507,10 +507,10 @@ func TestE2ELockExitStatus(t *testing.T) {
 func TestE2EQuorumLockExitStatus(t *testing.T) {
 	c := newQuorumCluster(t, 3, protocols.Maekawa, "fpp")
 	lockExitStatus(t, c)
-	// A lock in quorum mode without a daemon says what to do.
+	// --no-daemon has no meaning in quorum mode, and says so.
 	out, err := c.mcnode(0, "lock", "--no-daemon", "s", "--", "true").CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "mcnode run --mode quorum") {
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(string(out), "mcnode run --mode quorum") {
 		t.Fatalf("--no-daemon in quorum mode: %v: %s", err, out)
 	}
 }
@@ -529,7 +529,9 @@ func lockExitStatus(t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Process.Kill(); _ = holder.Wait() }()
-	time.Sleep(500 * time.Millisecond)
+	c.waitStatus(0, "host 0 holding s", func(v *statusView) bool {
+		return slices.ContainsFunc(v.Resources, func(r resourceView) bool { return r.Name == "s" && r.Holder == v.Self })
+	})
 	out, err := c.mcnode(1, "lock", "--timeout", "300ms", "s", "--", "true").CombinedOutput()
 	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), "timed out") {
 		t.Fatalf("timeout: %v: %s", err, out)

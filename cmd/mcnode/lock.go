@@ -36,7 +36,12 @@ func lockCommand() *cli.Command {
 			"as with flock(1). Without a daemon, COMMAND is killed if mcnode lock is.\n\n" +
 			"Exit status: COMMAND's own; 1 if the lock was not acquired (--timeout, or held\n" +
 			"with --nonblock); 2 for usage errors; 3 if the lock was lost while COMMAND ran;\n" +
-			"126/127 if COMMAND cannot be run or found.",
+			"126/127 if COMMAND cannot be run or found.\n\n" +
+			"In quorum mode (--mode quorum) the lock always goes through the local daemon\n" +
+			"and is granted in the protocol's order (request timestamps, or FIFO per arbiter\n" +
+			"for kakugawa); --nonblock means \"not granted within 200 ms\" (the protocols\n" +
+			"cannot ask without queueing; a request given up on is released once granted);\n" +
+			"a lost lock's COMMAND gets SIGTERM and, 10 ms later, SIGKILL.",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "timeout", Aliases: []string{"w"}, EnvVars: []string{"MCNODE_LOCK_TIMEOUT"},
 				Usage: "give up waiting for the lock after this long (0: wait forever)"},
@@ -116,6 +121,9 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	if m, err := mode(c); err != nil {
 		return nil, err
 	} else if m == modeQuorum {
+		if c.Bool("no-daemon") {
+			return nil, usage("--no-daemon does not work in quorum mode: its locks go through `mcnode run --mode quorum` (the quorums are fixed, so a node cannot come and go for one command)")
+		}
 		return nil, needDaemon(c, "lock")
 	}
 	cfg, err := groupConfig(c, log)

@@ -42,10 +42,21 @@ func modeFlags() []cli.Flag {
 	}
 }
 
-// mode returns the --mode, checked.
+// quorumOnly are the flags that mean nothing in multicast mode.
+var quorumOnly = []string{"algo", "coterie", "peers", "node-id", "quorum-size"}
+
+// mode returns the --mode, checked, and refuses quorum-mode flags without
+// it: forgetting --mode quorum must not quietly run the multicast arbiter.
 func mode(c *cli.Context) (string, error) {
 	switch m := c.String("mode"); m {
-	case modeMulticast, modeQuorum:
+	case modeQuorum:
+		return m, nil
+	case modeMulticast:
+		for _, f := range quorumOnly {
+			if c.IsSet(f) {
+				return "", usage("--%s applies to quorum mode only: add --mode quorum (or set MCNODE_MODE=quorum)", f)
+			}
+		}
 		return m, nil
 	default:
 		return "", usage("--mode %q: want multicast or quorum", m)
@@ -70,6 +81,13 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 		}
 		_, err := groupConfig(c, log)
 		return cfg, err
+	}
+	seen := map[string]int{}
+	for i, p := range cfg.Peers {
+		if j, dup := seen[p]; dup {
+			return cfg, usage("--peers lists %s twice (nodes %d and %d): every node needs its own address", p, j, i)
+		}
+		seen[p] = i
 	}
 	switch {
 	case c.Int("quorum-size") < 0:
