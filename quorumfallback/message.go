@@ -3,6 +3,7 @@ package quorumfallback
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // ID names a node: its index in the node list, 0..N-1.
@@ -192,4 +193,25 @@ func Check(m Message, self ID, n int) error {
 		return fmt.Errorf("%w: a transfer names no site", ErrBadMessage)
 	}
 	return nil
+}
+
+// CheckSetup validates a machine's place in the group: self one of the n
+// nodes and, if quorum is not nil, a non-empty quorum of them. It returns
+// the quorum sorted, without duplicates. pkg prefixes the errors.
+func CheckSetup(pkg string, self ID, n int, quorum []ID) ([]ID, error) {
+	if n < 1 || self < 0 || self >= n {
+		return nil, fmt.Errorf("%s: node %d of %d", pkg, self, n)
+	}
+	if quorum == nil {
+		return nil, nil
+	}
+	if len(quorum) == 0 {
+		return nil, fmt.Errorf("%s: empty quorum", pkg)
+	}
+	for _, j := range quorum {
+		if j < 0 || j >= n {
+			return nil, fmt.Errorf("%s: quorum member %d out of range (N=%d)", pkg, j, n)
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(quorum))), nil
 }

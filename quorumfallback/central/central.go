@@ -31,8 +31,8 @@ type Node struct {
 
 // New returns node self's machine in a group of n.
 func New(self q.ID, n int) (*Node, error) {
-	if n < 1 || self < 0 || self >= n {
-		return nil, fmt.Errorf("central: node %d of %d", self, n)
+	if _, err := q.CheckSetup("central", self, n, nil); err != nil {
+		return nil, err
 	}
 	return &Node{self: self, n: n, out: q.Outbox{Self: self}, holder: q.None}, nil
 }

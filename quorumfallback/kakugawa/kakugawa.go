@@ -23,7 +23,6 @@ package kakugawa
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	q "github.com/mcnode/mcnode/quorumfallback"
 )
@@ -52,18 +51,14 @@ type Node struct {
 
 // New returns the machine for cfg.
 func New(cfg Config) (*Node, error) {
-	if cfg.N < 1 || cfg.Self < 0 || cfg.Self >= cfg.N {
-		return nil, fmt.Errorf("kakugawa: node %d of %d", cfg.Self, cfg.N)
+	quorum, err := q.CheckSetup("kakugawa", cfg.Self, cfg.N, cfg.Quorum)
+	if err != nil {
+		return nil, err
 	}
-	if len(cfg.Quorum) == 0 {
-		return nil, errors.New("kakugawa: empty request set")
+	if quorum == nil {
+		return nil, errors.New("kakugawa: no quorum")
 	}
-	for _, j := range cfg.Quorum {
-		if j < 0 || j >= cfg.N {
-			return nil, fmt.Errorf("kakugawa: request set member %d out of range (N=%d)", j, cfg.N)
-		}
-	}
-	cfg.Quorum = slices.Compact(slices.Sorted(slices.Values(cfg.Quorum)))
+	cfg.Quorum = quorum
 	return &Node{cfg: cfg, out: q.Outbox{Self: cfg.Self}, haveToken: true, permitted: q.None}, nil
 }
 

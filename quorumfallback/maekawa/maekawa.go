@@ -34,7 +34,6 @@ package maekawa
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	q "github.com/mcnode/mcnode/quorumfallback"
 )
@@ -77,18 +76,14 @@ type Node struct {
 
 // New returns the machine for cfg.
 func New(cfg Config) (*Node, error) {
-	if cfg.N < 1 || cfg.Self < 0 || cfg.Self >= cfg.N {
-		return nil, fmt.Errorf("maekawa: node %d of %d", cfg.Self, cfg.N)
+	quorum, err := q.CheckSetup("maekawa", cfg.Self, cfg.N, cfg.Quorum)
+	if err != nil {
+		return nil, err
 	}
-	if len(cfg.Quorum) == 0 {
-		return nil, errors.New("maekawa: empty quorum")
+	if quorum == nil {
+		return nil, errors.New("maekawa: no quorum")
 	}
-	for _, j := range cfg.Quorum {
-		if j < 0 || j >= cfg.N {
-			return nil, fmt.Errorf("maekawa: quorum member %d out of range (N=%d)", j, cfg.N)
-		}
-	}
-	cfg.Quorum = slices.Compact(slices.Sorted(slices.Values(cfg.Quorum)))
+	cfg.Quorum = quorum
 	return &Node{
 		cfg:        cfg,
 		out:        q.Outbox{Self: cfg.Self},

@@ -209,16 +209,7 @@ func TestConfigErrors(t *testing.T) {
 func TestRestartedNodeCannotGrantTwice(t *testing.T) {
 	for _, p := range protocols.Names() {
 		t.Run(p, func(t *testing.T) {
-			const n = 3
-			listeners := make([]net.Listener, n)
-			peers := make([]string, n)
-			for i := range listeners {
-				l, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				listeners[i], peers[i] = l, l.Addr().String()
-			}
+			listeners, peers := loopbackListeners(t, 3)
 			start := func(i int, l net.Listener) *Node {
 				nd, err := Start(Config{Group: "t", Protocol: p, Coterie: "grid", Self: i, Peers: peers, Listener: l})
 				if err != nil {
@@ -259,15 +250,7 @@ func TestRestartedNodeCannotGrantTwice(t *testing.T) {
 // Over real TCP on loopback: the mesh as the daemon uses it.
 func TestOverTCP(t *testing.T) {
 	const n = 4
-	listeners := make([]net.Listener, n)
-	peers := make([]string, n)
-	for i := range listeners {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		listeners[i], peers[i] = l, l.Addr().String()
-	}
+	listeners, peers := loopbackListeners(t, n)
 	nodes := make([]*Node, n)
 	for i := range nodes {
 		nd, err := Start(Config{Group: "t", Protocol: protocols.CaoSinghal, Coterie: "fpp", Self: i, Peers: peers, Listener: listeners[i]})
@@ -289,4 +272,20 @@ func TestOverTCP(t *testing.T) {
 	if st.Stats.Entries == 0 || st.Stats.Rejected != 0 {
 		t.Fatalf("stats %+v", st.Stats)
 	}
+}
+
+// loopbackListeners opens n TCP listeners on 127.0.0.1, on ports the system
+// picks, for the nodes' Config.Listener and Peers.
+func loopbackListeners(t *testing.T, n int) ([]net.Listener, []string) {
+	t.Helper()
+	listeners := make([]net.Listener, n)
+	peers := make([]string, n)
+	for i := range listeners {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listeners[i], peers[i] = l, l.Addr().String()
+	}
+	return listeners, peers
 }

@@ -17,14 +17,7 @@ const T = 100
 // whole system, at heavy load every node always waiting.
 func countRun(t *testing.T, s Setup, heavy bool) (sim.Result, *Factory) {
 	t.Helper()
-	f, err := NewFactory(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := f.NewAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, nodes := machines(t, s)
 	opt := sim.Options{Seed: 1, Nodes: nodes, MinDelay: T, MaxDelay: T, MinHold: 1, MaxHold: 1}
 	if heavy {
 		opt.Entries = 20

@@ -58,14 +58,7 @@ func assertLiteralDeadlocks(t *testing.T, protocol string, seed int64) {
 		t.Fatalf("%s as printed, seed %d: %v, want a deadlock", protocol, seed, r.Err)
 	}
 	t.Logf("as printed: %v", r.Err)
-	f, err := NewFactory(setupFor(protocol, seed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := f.NewAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, nodes := machines(t, setupFor(protocol, seed))
 	opt := optionsFor(seed)
 	opt.Nodes = nodes
 	if r := sim.Run(opt); r.Err != nil {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 
+	q "github.com/mcnode/mcnode/quorumfallback"
+
 	"github.com/mcnode/mcnode/quorumfallback/sim"
 )
 
@@ -71,14 +73,7 @@ func TestPropertySeeded(t *testing.T) {
 					seed = *oneSeed
 				}
 				s := setupFor(protocol, seed)
-				f, err := NewFactory(s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				nodes, err := f.NewAll()
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, nodes := machines(t, s)
 				opt := optionsFor(seed)
 				opt.Nodes = nodes
 				opt.BypassLimit = bypassLimit(s.N)
@@ -113,4 +108,18 @@ func TestSetupValidate(t *testing.T) {
 	if err := (Setup{Protocol: RicartAgrawala, N: 3}).Validate(); err != nil {
 		t.Errorf("ricart-agrawala needs no coterie: %v", err)
 	}
+}
+
+// machines builds every node's machine for s.
+func machines(t testing.TB, s Setup) (*Factory, []q.Protocol) {
+	t.Helper()
+	f, err := NewFactory(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := f.NewAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, nodes
 }
