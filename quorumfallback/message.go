@@ -195,15 +195,20 @@ func Check(m Message, self ID, n int) error {
 	return nil
 }
 
-// CheckSetup validates a machine's place in the group: self one of the n
-// nodes and, if quorum is not nil, a non-empty quorum of them. It returns
-// the quorum sorted, without duplicates. pkg prefixes the errors.
-func CheckSetup(pkg string, self ID, n int, quorum []ID) ([]ID, error) {
+// CheckNode checks that self is one of n nodes; pkg prefixes the error.
+func CheckNode(pkg string, self ID, n int) error {
 	if n < 1 || self < 0 || self >= n {
-		return nil, fmt.Errorf("%s: node %d of %d", pkg, self, n)
+		return fmt.Errorf("%s: node %d of %d", pkg, self, n)
 	}
-	if quorum == nil {
-		return nil, nil
+	return nil
+}
+
+// CheckQuorum checks self's place among n nodes and its quorum, a
+// non-empty set of them, and returns the quorum sorted, without
+// duplicates; pkg prefixes the errors.
+func CheckQuorum(pkg string, self ID, n int, quorum []ID) ([]ID, error) {
+	if err := CheckNode(pkg, self, n); err != nil {
+		return nil, err
 	}
 	if len(quorum) == 0 {
 		return nil, fmt.Errorf("%s: empty quorum", pkg)

@@ -56,7 +56,6 @@
 package caosinghal
 
 import (
-	"errors"
 	"slices"
 
 	q "github.com/mcnode/mcnode/quorumfallback"
@@ -109,12 +108,9 @@ type Node struct {
 
 // New returns the machine for cfg.
 func New(cfg Config) (*Node, error) {
-	quorum, err := q.CheckSetup("caosinghal", cfg.Self, cfg.N, cfg.Quorum)
+	quorum, err := q.CheckQuorum("caosinghal", cfg.Self, cfg.N, cfg.Quorum)
 	if err != nil {
 		return nil, err
-	}
-	if quorum == nil {
-		return nil, errors.New("caosinghal: no quorum")
 	}
 	cfg.Quorum = quorum
 	return &Node{

@@ -21,7 +21,6 @@
 package kakugawa
 
 import (
-	"errors"
 	"fmt"
 
 	q "github.com/mcnode/mcnode/quorumfallback"
@@ -51,12 +50,9 @@ type Node struct {
 
 // New returns the machine for cfg.
 func New(cfg Config) (*Node, error) {
-	quorum, err := q.CheckSetup("kakugawa", cfg.Self, cfg.N, cfg.Quorum)
+	quorum, err := q.CheckQuorum("kakugawa", cfg.Self, cfg.N, cfg.Quorum)
 	if err != nil {
 		return nil, err
-	}
-	if quorum == nil {
-		return nil, errors.New("kakugawa: no quorum")
 	}
 	cfg.Quorum = quorum
 	return &Node{cfg: cfg, out: q.Outbox{Self: cfg.Self}, haveToken: true, permitted: q.None}, nil

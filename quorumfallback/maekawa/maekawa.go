@@ -32,7 +32,6 @@
 package maekawa
 
 import (
-	"errors"
 	"fmt"
 
 	q "github.com/mcnode/mcnode/quorumfallback"
@@ -76,12 +75,9 @@ type Node struct {
 
 // New returns the machine for cfg.
 func New(cfg Config) (*Node, error) {
-	quorum, err := q.CheckSetup("maekawa", cfg.Self, cfg.N, cfg.Quorum)
+	quorum, err := q.CheckQuorum("maekawa", cfg.Self, cfg.N, cfg.Quorum)
 	if err != nil {
 		return nil, err
-	}
-	if quorum == nil {
-		return nil, errors.New("maekawa: no quorum")
 	}
 	cfg.Quorum = quorum
 	return &Node{

@@ -31,7 +31,7 @@ type Node struct {
 
 // New returns node self's machine in a group of n.
 func New(self q.ID, n int) (*Node, error) {
-	if _, err := q.CheckSetup("ricartagrawala", self, n, nil); err != nil {
+	if err := q.CheckNode("ricartagrawala", self, n); err != nil {
 		return nil, err
 	}
 	return &Node{self: self, n: n, out: q.Outbox{Self: self}, deferred: make([]bool, n)}, nil
