@@ -73,14 +73,13 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 		}
 	}
 	if size := c.Int("quorum-size"); len(cfg.Peers) == 0 && size > 0 {
-		// The peers come from the multicast group's membership (startNode);
-		// check what can be checked now.
+		// The peers will come from the multicast group's membership
+		// (peersFromGroup); check what can be checked now.
 		cfg.Peers, cfg.Self = make([]string, size), 0
 		if err := cfg.Setup().Validate(); err != nil {
 			return cfg, setupError(err)
 		}
-		_, err := groupConfig(c, log)
-		return cfg, err
+		return cfg, nil
 	}
 	seen := map[string]int{}
 	for i, p := range cfg.Peers {
@@ -107,21 +106,6 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 func setupError(err error) error {
 	return usage("%v", strings.NewReplacer("protocols: unknown protocol", "--algo: unknown protocol",
 		"protocols: unknown coterie", "--coterie: unknown coterie").Replace(err.Error()))
-}
-
-// checkNodeFlags validates the flags startNode will use, before anything
-// is opened.
-func checkNodeFlags(c *cli.Context, log zerolog.Logger) error {
-	m, err := mode(c)
-	if err != nil {
-		return err
-	}
-	if m == modeQuorum {
-		_, err = quorumConfig(c, log)
-	} else {
-		_, err = groupConfig(c, log)
-	}
-	return err
 }
 
 // locker is what the daemon and the demo need from a node of either mode.
@@ -231,47 +215,65 @@ func sum(xs []uint64) uint64 {
 	return s
 }
 
-// startNode joins (multicast) or starts (quorum) this host's node as the
-// flags say.
-func startNode(ctx context.Context, c *cli.Context, log zerolog.Logger) (locker, error) {
+// prepareNode checks the flags of this host's node and returns what joins
+// (multicast) or starts (quorum) it, so that a bad flag is reported before
+// anything is opened.
+func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (locker, error), error) {
 	m, err := mode(c)
 	if err != nil {
 		return nil, err
 	}
-	if m == modeQuorum {
-		cfg, err := quorumConfig(c, log)
+	if m == modeMulticast {
+		cfg, err := groupConfig(c, log)
 		if err != nil {
 			return nil, err
 		}
-		var via *group.Group
-		if c.String("peers") == "" {
-			if via, err = peersFromGroup(ctx, c, &cfg, log); err != nil {
+		return func(ctx context.Context) (locker, error) {
+			g, err := group.Join(ctx, cfg)
+			if err != nil {
 				return nil, &exitError{code: 1, err: err}
 			}
-		}
-		n, err := node.Start(cfg)
-		if err != nil {
-			if via != nil {
-				_ = via.Leave(ctx)
-			}
-			return nil, &exitError{code: 1, err: err}
-		}
-		go func() {
-			if err := n.WaitConnected(ctx); err == nil {
-				log.Info().Int("peers", len(cfg.Peers)).Msg("connected to every peer")
-			}
-		}()
-		return quorumLocker{n: n, group: cfg.Group, via: via}, nil
+			return groupLocker{g: g}, nil
+		}, nil
 	}
-	cfg, err := groupConfig(c, log)
+	cfg, err := quorumConfig(c, log)
 	if err != nil {
 		return nil, err
 	}
-	g, err := group.Join(ctx, cfg)
+	var discover *group.Config // where to find the peers, without --peers
+	if c.String("peers") == "" {
+		gcfg, err := groupConfig(c, log)
+		if err != nil {
+			return nil, err
+		}
+		discover = &gcfg
+	}
+	return func(ctx context.Context) (locker, error) { return startQuorum(ctx, cfg, discover, log) }, nil
+}
+
+// startQuorum starts a quorum-mode node, taking its peers from the
+// multicast group discover names if it is set.
+func startQuorum(ctx context.Context, cfg node.Config, discover *group.Config, log zerolog.Logger) (locker, error) {
+	var via *group.Group
+	if discover != nil {
+		var err error
+		if via, err = peersFromGroup(ctx, *discover, &cfg, log); err != nil {
+			return nil, &exitError{code: 1, err: err}
+		}
+	}
+	n, err := node.Start(cfg)
 	if err != nil {
+		if via != nil {
+			_ = via.Leave(ctx)
+		}
 		return nil, &exitError{code: 1, err: err}
 	}
-	return groupLocker{g: g}, nil
+	go func() {
+		if err := n.WaitConnected(ctx); err == nil {
+			log.Info().Int("peers", len(cfg.Peers)).Msg("connected to every peer")
+		}
+	}()
+	return quorumLocker{n: n, group: cfg.Group, via: via}, nil
 }
 
 // needDaemon is the error for quorum-mode commands run without a daemon.
@@ -287,11 +289,7 @@ func needDaemon(c *cli.Context, what string) error {
 // TCP. The membership is the group's replicated view, so every node that
 // does this gets the same list. The node stays a member, so that nodes
 // starting later still find the group complete.
-func peersFromGroup(ctx context.Context, c *cli.Context, cfg *node.Config, log zerolog.Logger) (*group.Group, error) {
-	gcfg, err := groupConfig(c, log)
-	if err != nil {
-		return nil, err
-	}
+func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, log zerolog.Logger) (*group.Group, error) {
 	want := len(cfg.Peers)
 	g, err := group.Join(ctx, gcfg)
 	if err != nil {

@@ -26,7 +26,8 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := checkNodeFlags(c, log); err != nil {
+			start, err := prepareNode(c, log)
+			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -38,7 +39,7 @@ func runCommand() *cli.Command {
 			}
 			defer os.Remove(path)
 			defer l.Close()
-			g, err := startNode(ctx, c, log)
+			g, err := start(ctx)
 			if err != nil {
 				return err
 			}

@@ -276,7 +276,7 @@ func (n *Node) resource(name string) (*resource, error) {
 
 func (n *Node) receive(in qnet.Inbound) {
 	// Check before making a machine for a name never seen.
-	err := q.Check(in.Frame.Msg, n.cfg.Self, n.cfg.Setup().N)
+	err := q.Check(in.Frame.Msg, n.cfg.Self, len(n.cfg.Peers))
 	var r *resource
 	if err == nil {
 		r, err = n.resource(in.Frame.Resource)

@@ -221,6 +221,11 @@ func TestRestartedNodeCannotGrantTwice(t *testing.T) {
 			nodes := []*Node{start(0, listeners[0]), start(1, listeners[1]), start(2, listeners[2])}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
+			for _, nd := range nodes { // every node has seen node 0's first incarnation
+				if err := nd.WaitConnected(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
 			held, err := nodes[1].Acquire(ctx, "r")
 			if err != nil {
 				t.Fatal(err)

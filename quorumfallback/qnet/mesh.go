@@ -890,7 +890,9 @@ func (m *Mesh) inputEnded(from int, err error) {
 // reports whether inc is that one. The papers' nodes never fail: one that
 // restarts comes back without the arbiter state (who it granted, who
 // waits) that others rely on, and taking it back could grant one lock
-// twice. Refusing it stalls what needs it instead, which is safe.
+// twice. Refusing it stalls what needs it instead, which is safe. A node
+// whose earlier incarnation never got through to this one is taken: that
+// one could not have told this one anything.
 func (m *Mesh) sameIncarnation(node int, inc uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -402,8 +402,11 @@ func TestRestartedNodeRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := m0.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
+	// Both ways up: node 0 has seen node 1's first incarnation.
+	for _, m := range []*Mesh{m0, m1} {
+		if err := m.WaitConnected(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m0.Send(1, frame(0, 1, 1))
 	expect(t, m1, 0, 1)

@@ -129,7 +129,6 @@ type run struct {
 	queue    events
 	n        uint64
 	linkFree map[[2]q.ID]int64 // when each link's last message arrives
-	inFlight int
 
 	holder    q.ID
 	lastToken uint64
@@ -157,6 +156,7 @@ func Run(opt Options) Result {
 		bypass:    make([]int, len(opt.Nodes)),
 		done:      make([]int, len(opt.Nodes)),
 	}
+	r.res.EntriesBy = r.done
 	for i := range r.waitingAt {
 		r.waitingAt[i] = -1
 	}
@@ -172,7 +172,6 @@ func Run(opt Options) Result {
 		r.now = e.at
 		switch e.kind {
 		case evDeliver:
-			r.inFlight--
 			r.tracef("%d: deliver %v", r.now, e.msg)
 			if err := opt.Nodes[e.msg.To].Step(e.msg); err != nil {
 				r.fail("node %d rejected %v: %v", e.msg.To, e.msg, err)
@@ -247,7 +246,6 @@ func (r *run) collect(i q.ID) {
 		link := [2]q.ID{m.From, m.To}
 		at := max(r.now+r.between(r.opt.MinDelay, r.opt.MaxDelay), r.linkFree[link])
 		r.linkFree[link] = at
-		r.inFlight++
 		r.at(at-r.now, event{kind: evDeliver, msg: m})
 	}
 	if rd.Entered {
@@ -271,7 +269,6 @@ func (r *run) enter(i q.ID, token uint64) {
 	r.holder, r.lastToken = i, token
 	r.res.Entries++
 	r.done[i]++
-	r.res.EntriesBy = r.done
 	r.res.Waits = append(r.res.Waits, r.now-r.waitingAt[i])
 	if r.lastExit >= 0 && r.waitingAt[i] <= r.lastExit {
 		r.res.SyncDelays = append(r.res.SyncDelays, r.now-r.lastExit)
