@@ -60,6 +60,17 @@ func (n *Node) tickJoin() {
 	}
 }
 
+// greetedByAll reports whether every member admitted before us has greeted
+// us. It is asked at every greeting, so it counts before it lists: in a large
+// group joining at once, listing each time would cost O(N) per greeting.
+func (n *Node) greetedByAll() bool {
+	earlier, _ := slices.BinarySearchFunc(n.st.members, n.id, func(m *member, id wire.NodeID) int { return cmpID(m.id, id) })
+	if len(n.join.greeted) < earlier {
+		return false
+	}
+	return len(n.missingGreetings()) == 0
+}
+
 // missingGreetings lists the members, admitted before us, that have not
 // greeted us yet. Members admitted after us are greeted by us instead.
 func (n *Node) missingGreetings() []wire.NodeID {
@@ -123,7 +134,7 @@ func (n *Node) onGreeting(h wire.Header, g *wire.Greeting) {
 // checkJoined makes the newcomer a member once it has the state and every
 // earlier member has greeted it.
 func (n *Node) checkJoined() {
-	if n.join == nil || n.st == nil || n.stat != statusSyncing || len(n.missingGreetings()) > 0 {
+	if n.join == nil || n.st == nil || n.stat != statusSyncing || !n.greetedByAll() {
 		return
 	}
 	n.join = nil

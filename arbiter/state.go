@@ -20,7 +20,8 @@ type state struct {
 	t         uint64 // the timestamp of the next decision
 	nextID    wire.NodeID
 	params    wire.Params
-	members   []*member // in ID order
+	members   []*member          // in ID order
+	byInc     map[uint64]*member // the same members by incarnation: joins look them up at every node
 	resources map[string]*resource
 	sched     clock.Schedule[wire.NodeID]
 }
@@ -57,7 +58,7 @@ type taken struct {
 }
 
 func newState(instance uint64, p wire.Params) *state {
-	s := &state{instance: instance, nextID: 1, params: p, resources: map[string]*resource{}}
+	s := &state{instance: instance, nextID: 1, params: p, byInc: map[uint64]*member{}, resources: map[string]*resource{}}
 	s.rebuildSchedule()
 	return s
 }
@@ -86,14 +87,7 @@ func (s *state) member(id wire.NodeID) *member {
 	return s.members[i]
 }
 
-func (s *state) memberByInc(inc uint64) *member {
-	for _, m := range s.members {
-		if m.inc == inc {
-			return m
-		}
-	}
-	return nil
-}
+func (s *state) memberByInc(inc uint64) *member { return s.byInc[inc] }
 
 func cmpID(a, b wire.NodeID) int {
 	switch {
@@ -112,8 +106,10 @@ func (s *state) server() wire.NodeID {
 }
 
 func (s *state) addMember(id wire.NodeID, inc uint64, addr string) {
-	s.members = append(s.members, &member{id: id, inc: inc, addr: addr})
-	slices.SortFunc(s.members, func(a, b *member) int { return cmpID(a.id, b.id) })
+	m := &member{id: id, inc: inc, addr: addr}
+	i, _ := slices.BinarySearchFunc(s.members, id, func(m *member, id wire.NodeID) int { return cmpID(m.id, id) })
+	s.members = slices.Insert(s.members, i, m)
+	s.byInc[inc] = m
 	if id >= s.nextID {
 		s.nextID = id + 1
 	}
@@ -127,6 +123,9 @@ func (s *state) removeMember(id wire.NodeID, t uint64) (hand []handover, lost []
 	i := slices.IndexFunc(s.members, func(m *member) bool { return m.id == id })
 	if i < 0 {
 		return nil, nil
+	}
+	if m := s.members[i]; s.byInc[m.inc] == m {
+		delete(s.byInc, m.inc)
 	}
 	s.members = slices.Delete(s.members, i, i+1)
 	s.rebuildSchedule()
@@ -272,10 +271,14 @@ func stateFromSnapshot(snap *wire.Snapshot) *state {
 	s := newState(snap.Instance, snap.Params)
 	s.t, s.nextID = snap.T, snap.NextID
 	for _, m := range snap.Members {
-		s.members = append(s.members, &member{
+		mem := &member{
 			id: m.ID, inc: m.Inc, addr: m.Addr, silence: m.Silence, floor: m.Floor,
 			decided: slices.Clone(m.Decided),
-		})
+		}
+		s.members = append(s.members, mem)
+		if s.byInc[m.Inc] == nil {
+			s.byInc[m.Inc] = mem // the first, as a scan in ID order would find
+		}
 	}
 	for _, r := range snap.Resources {
 		s.resources[r.Name] = &resource{holder: r.Holder, holderReq: r.HolderReq, token: r.Token, queue: slices.Clone(r.Queue)}
