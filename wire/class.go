@@ -29,15 +29,22 @@ func (c Class) Core() bool { return c == ClassRequest || c == ClassDecision || c
 
 // Classify says which class a datagram belongs to, from the messages it
 // carries and whether it was multicast. A datagram that carries a grant or a
-// release decision counts as a decision even if a SYNC or a queued request
-// rides along: that is the datagram the entry cost.
+// release decision counts as a decision even if a SYNC rides along: that is
+// the datagram the entry cost. A SYNC that carries only queued requests
+// (Grant with Queued) is the turn's hand-over: the queue records ride in it
+// because it goes first, and would otherwise ride in the next decision.
 func Classify(p *Packet, multicast bool) Class {
 	has := func(kinds ...Kind) bool {
 		return slices.ContainsFunc(p.Messages, func(m Message) bool { return slices.Contains(kinds, m.Kind()) })
 	}
-	entryDecisions := []Kind{KindGrant, KindReleased}
+	entry := slices.ContainsFunc(p.Messages, func(m Message) bool {
+		g, grant := m.(*Grant)
+		return m.Kind() == KindReleased || grant && !g.Queued
+	})
 	switch {
-	case multicast && has(entryDecisions...):
+	case multicast && has(KindSync) && !entry:
+		return ClassSync
+	case multicast && has(KindGrant, KindReleased):
 		return ClassDecision
 	case has(KindRequest, KindCancel):
 		return ClassRequest
