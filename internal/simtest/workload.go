@@ -20,7 +20,18 @@ type Workload struct {
 	HoldMax   int
 	// Stopped stops new requests; outstanding ones still complete.
 	Stopped bool
-	clients map[int]*client
+	// Serial is light load: one request at a time in the whole group, made
+	// by a random member once the previous holder has released and
+	// ThinkMin..ThinkMax ticks have passed.
+	Serial bool
+	// Waits has, for each grant, the time from Acquire to the grant, and
+	// SyncDelays, for each grant whose request was made before the previous
+	// holder of the resource released it, the time from that release to
+	// the grant; both in sub-ticks.
+	Waits, SyncDelays []int64
+	clients           map[int]*client
+	released          map[string]int64 // when each resource was last released
+	serialAt          int64            // Serial: the tick the next request may be made
 }
 
 type client struct {
@@ -28,6 +39,7 @@ type client struct {
 	state     int // idle, waiting, holding
 	resource  string
 	req       uint64
+	askedAt   int64 // sub-tick of the Acquire
 	nextAt    int64
 	releaseAt int64
 }
@@ -40,7 +52,7 @@ const (
 
 // NewWorkload attaches a workload over n resources to every host.
 func NewWorkload(s *Sim, resources int) *Workload {
-	w := &Workload{s: s, HoldMin: 1, HoldMax: 3, ThinkMin: 0, ThinkMax: 10, clients: map[int]*client{}}
+	w := &Workload{s: s, HoldMin: 1, HoldMax: 3, ThinkMin: 0, ThinkMax: 10, clients: map[int]*client{}, released: map[string]int64{}}
 	for i := 0; i < resources; i++ {
 		w.Resources = append(w.Resources, fmt.Sprintf("r%d", i))
 	}
@@ -69,31 +81,69 @@ func (w *Workload) between(lo, hi int) int {
 // Step runs every live member's application for the current tick.
 func (w *Workload) Step() {
 	now := w.s.Tick()
+	if w.Serial {
+		w.serialStep(now)
+	}
 	for _, h := range w.s.Hosts {
 		if !h.Alive || !h.Node.Joined() {
 			continue
 		}
 		c := w.client(h)
 		switch {
-		case c.state == idle && !w.Stopped && now >= c.nextAt:
+		case c.state == idle && !w.Stopped && !w.Serial && now >= c.nextAt:
 			res := w.Resources[w.s.Rand.Intn(len(w.Resources))]
 			req, err := h.Node.Acquire(res)
 			if err != nil {
 				c.nextAt = now + 1
 				continue
 			}
-			c.state, c.resource, c.req = waiting, res, req
-			w.s.Check.Acquired(h, req)
-			w.s.collect(h)
+			w.acquired(h, c, res, req)
 		case c.state == holding && now >= c.releaseAt:
 			w.s.Check.Released(h, c.resource)
+			w.released[c.resource] = w.s.Now
 			if err := h.Node.Release(c.resource); err != nil {
 				w.s.Check.violate("h%d: Release(%q) after a grant: %v", h.Index, c.resource, err)
 			}
 			c.state, c.nextAt = idle, now+int64(w.between(w.ThinkMin, w.ThinkMax))
+			w.serialAt = c.nextAt
 			w.s.collect(h)
 		}
 	}
+}
+
+func (w *Workload) acquired(h *Host, c *client, res string, req uint64) {
+	c.state, c.resource, c.req, c.askedAt = waiting, res, req, w.s.Now
+	w.s.Check.Acquired(h, req)
+	w.s.collect(h)
+}
+
+// serialStep makes the next request of a light load: only when no member
+// waits or holds, and the think time since the last release has passed.
+func (w *Workload) serialStep(now int64) {
+	if w.Stopped || now < w.serialAt {
+		return
+	}
+	var ready []*Host
+	for _, h := range w.s.Hosts {
+		if !h.Alive || !h.Node.Joined() {
+			continue
+		}
+		if c := w.client(h); c.state != idle {
+			return
+		}
+		ready = append(ready, h)
+	}
+	if len(ready) == 0 {
+		return
+	}
+	h := ready[w.s.Rand.Intn(len(ready))]
+	res := w.Resources[w.s.Rand.Intn(len(w.Resources))]
+	req, err := h.Node.Acquire(res)
+	if err != nil {
+		w.serialAt = now + 1
+		return
+	}
+	w.acquired(h, w.client(h), res, req)
 }
 
 func (w *Workload) onEvent(h *Host, e arbiter.Event) {
@@ -102,6 +152,10 @@ func (w *Workload) onEvent(h *Host, e arbiter.Event) {
 	case arbiter.EventGranted:
 		if c.state == waiting && e.Req == c.req {
 			c.state, c.releaseAt = holding, w.s.Tick()+int64(w.between(w.HoldMin, w.HoldMax))
+			w.Waits = append(w.Waits, w.s.Now-c.askedAt)
+			if at, ok := w.released[c.resource]; ok && c.askedAt <= at {
+				w.SyncDelays = append(w.SyncDelays, w.s.Now-at)
+			}
 		}
 	case arbiter.EventLost:
 		if e.Resource == c.resource && (c.state == holding || c.state == waiting) {

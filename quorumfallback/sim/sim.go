@@ -47,6 +47,9 @@ type Options struct {
 	// BypassLimit, if positive, fails the run when a waiting request sees
 	// more entries than this by others (starvation).
 	BypassLimit int
+	// Size, if set, gives a message's size on the wire, summed in
+	// Result.Bytes (the simulation itself sends no bytes).
+	Size func(q.Message) int
 	// Trace, if set, gets a line per delivery and entry.
 	Trace func(string)
 }
@@ -57,6 +60,7 @@ type Result struct {
 	// EntriesBy counts entries per node.
 	EntriesBy []int
 	Messages  int
+	Bytes     int // with Options.Size: the messages' total size
 	ByKind    [q.Transfer + 1]int
 	// SyncDelays has, for each entry that a node was already waiting for
 	// when the previous holder left, the time from that exit to the entry.
@@ -240,6 +244,9 @@ func (r *run) collect(i q.ID) {
 			return
 		}
 		r.res.Messages++
+		if r.opt.Size != nil {
+			r.res.Bytes += r.opt.Size(m)
+		}
 		if m.Kind.Valid() {
 			r.res.ByKind[m.Kind]++
 		}
