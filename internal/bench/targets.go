@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Target is one of the project's performance targets, judged from a run's
+// rows. A target with no rows to judge is left out.
+type Target struct {
+	Name string `json:"name"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	Met  bool   `json:"met"`
+}
+
+// Targets judges the rows against the targets of DESIGN.md and issue 5.
+func Targets(rows []Row) []Target {
+	var out []Target
+	ok := func(r Row) bool { return r.Err == "" && r.Entries > 0 }
+	pick := func(f func(Row) bool) []Row {
+		var rs []Row
+		for _, r := range rows {
+			if ok(r) && f(r) {
+				rs = append(rs, r)
+			}
+		}
+		return rs
+	}
+	span := func(rs []Row) string {
+		lo, hi := rs[0].N, rs[0].N
+		for _, r := range rs {
+			lo, hi = min(lo, r.N), max(hi, r.N)
+		}
+		return fmt.Sprintf("N=%d..%d", lo, hi)
+	}
+	worst := func(rs []Row, v func(Row) float64) (Row, float64) {
+		w := rs[0]
+		for _, r := range rs {
+			if v(r) > v(w) {
+				w = r
+			}
+		}
+		return w, v(w)
+	}
+	multicastHeavy := func(layer string) func(Row) bool {
+		return func(r Row) bool { return r.Mode == ModeMulticast && r.Load == Heavy && r.Layer == layer }
+	}
+	for _, layer := range []string{LayerSim, LayerSockets} {
+		if rs := pick(multicastHeavy(layer)); len(rs) > 0 {
+			w, v := worst(rs, func(r Row) float64 { return r.Messages })
+			out = append(out, Target{
+				Name: fmt.Sprintf("multicast datagrams per entry, heavy load, %s, %s", layer, span(rs)),
+				Want: "at most 3 (membership apart)",
+				Got:  fmt.Sprintf("at most %.3f (N=%d), membership %.2f", v, w.N, w.Membership),
+				Met:  v <= 3,
+			})
+			w, v = worst(rs, func(r Row) float64 { return r.SyncDelayT })
+			out = append(out, Target{
+				Name: fmt.Sprintf("multicast synchronization delay, heavy load, %s, %s", layer, span(rs)),
+				Want: "at most 2T (aim: T)",
+				Got:  fmt.Sprintf("at most %.2fT (N=%d)", v, w.N),
+				Met:  v <= 2.05,
+			})
+		}
+	}
+	if rs := pick(func(r Row) bool {
+		return r.Mode == ModeMulticast && r.Load == Light && r.Layer == LayerSockets && r.RTTUS > 0
+	}); len(rs) > 0 {
+		w, v := worst(rs, func(r Row) float64 { return r.CycleP50US / r.RTTUS })
+		out = append(out, Target{
+			Name: "uncontended acquire plus release, sockets, " + span(rs),
+			Want: "within 3 raw UDP round trips",
+			Got:  fmt.Sprintf("%.2f round trips (%.0f µs against %.0f µs, N=%d)", v, w.CycleP50US, w.RTTUS, w.N),
+			Met:  v <= 3,
+		})
+	}
+	if rs := pick(func(r Row) bool { return multicastHeavy(LayerSockets)(r) && r.N == 8 }); len(rs) > 0 {
+		out = append(out, Target{
+			Name: "one contended resource, 8 nodes, sockets",
+			Want: "at least 10000 entries/s",
+			Got:  fmt.Sprintf("%.0f entries/s", rs[0].PerSecond),
+			Met:  rs[0].PerSecond >= 10000,
+		})
+	}
+	if rs := pick(func(r Row) bool { return r.Mode == ModeQuorum && r.Layer == LayerSim && r.Paper != nil }); len(rs) > 0 {
+		var gaps []string
+		for _, r := range rs {
+			if g := paperGap(r); g != "" {
+				gaps = append(gaps, g)
+			}
+		}
+		got := fmt.Sprintf("all %d simulated rows", len(rs))
+		if len(gaps) > 0 {
+			got = fmt.Sprintf("%d of %d rows outside: %s", len(gaps), len(rs), strings.Join(gaps, "; "))
+		}
+		out = append(out, Target{
+			Name: "quorum protocols against their papers, simulation",
+			Want: "messages per entry and synchronization delay within the papers' figures",
+			Got:  got,
+			Met:  len(gaps) == 0,
+		})
+	}
+	return out
+}
+
+// paperGap says how a simulated quorum row misses its paper's figures, or
+// "" if it does not. Light load must equal the formula (it is exact);
+// heavy load must not exceed it, nor the synchronization delay.
+func paperGap(r Row) string {
+	p := r.Paper
+	limit := p.MessagesValue
+	if p.MessagesMax > 0 {
+		limit = p.MessagesMax
+	}
+	const slack = 1e-6
+	switch {
+	case r.Load == Light && (r.Messages > p.MessagesValue*1.001+slack || r.Messages < p.MessagesValue*0.999-slack):
+		return fmt.Sprintf("%s N=%d light: %.2f messages, paper %.2f", r.Setup(), r.N, r.Messages, p.MessagesValue)
+	case r.Load == Heavy && r.Messages > limit*1.001+slack:
+		return fmt.Sprintf("%s N=%d heavy: %.2f messages, paper at most %.2f", r.Setup(), r.N, r.Messages, limit)
+	case r.Load == Heavy && p.SyncDelayT > 0 && r.SyncDelayT > p.SyncDelayT+slack:
+		return fmt.Sprintf("%s N=%d: delay %.2fT, paper %s", r.Setup(), r.N, r.SyncDelayT, p.SyncDelay)
+	}
+	return ""
+}
