@@ -5,7 +5,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build demo test vet fuzz sweep clean
+.PHONY: all build demo test vet fuzz sweep bench bench-go clean
 
 all: build
 
@@ -32,6 +32,15 @@ fuzz:
 	$(GO) test ./wire -run '^$$' -fuzz FuzzSnapshot -fuzztime 30s
 	$(GO) test ./quorumfallback/qnet -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s
 	$(GO) test ./quorumfallback/protocols -run '^$$' -fuzz FuzzMachineStep -fuzztime 30s
+
+# The multicast arbiter against every quorum protocol, side by side (a few
+# minutes; docs/BENCHMARKS.md shows one run). Add flags with ARGS=...
+bench:
+	$(GO) run ./cmd/mcnode bench $(ARGS)
+
+# The hot paths' micro-benchmarks, with allocations.
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./wire ./arbiter ./group ./quorumfallback/...
 
 # A wider seeded sweep than the default 1000 seeds.
 sweep:

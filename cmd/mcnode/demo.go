@@ -105,11 +105,25 @@ func demoAction(c *cli.Context) error {
 // reexecInNamespace runs this same command again inside a private network
 // namespace and passes its exit status on.
 func reexecInNamespace() error {
+	err := runInNamespace("demo")
+	switch {
+	case netns.Unavailable(err):
+		return &exitError{code: 1, err: fmt.Errorf("cannot create a private network namespace for the demo (%v): run it as root, "+
+			"enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), or use --host-network", err)}
+	}
+	return err
+}
+
+// runInNamespace runs this same command line again inside a private network
+// namespace, with marker in its environment, and passes its exit status on
+// as an *exitError. An error netns.Unavailable recognises means no
+// namespace could be made, and nothing ran.
+func runInNamespace(marker string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
-	cmd := netns.Command("demo", self, os.Args[1:]...)
+	cmd := netns.Command(marker, self, os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	err = cmd.Run()
 	var ee *exec.ExitError
@@ -119,8 +133,7 @@ func reexecInNamespace() error {
 	case errors.As(err, &ee):
 		return &exitError{code: ee.ExitCode()}
 	case netns.Unavailable(err):
-		return &exitError{code: 1, err: fmt.Errorf("cannot create a private network namespace for the demo (%v): run it as root, "+
-			"enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1), or use --host-network", err)}
+		return err
 	}
 	return &exitError{code: 1, err: err}
 }

@@ -79,6 +79,7 @@ func newApp() *cli.App {
 			withCommon(lockCommand()),
 			withCommon(statusCommand()),
 			withCommon(demoCommand()),
+			benchCommand(),
 		},
 		OnUsageError:    onUsageError,
 		HideHelpCommand: true,
