@@ -182,9 +182,9 @@ func TestWriteNoData(t *testing.T) {
 // empty rows are left out, points are sorted by N, repeated rows at one N
 // are averaged, and setups come in legend order.
 func TestFiguresSkipAndSort(t *testing.T) {
-	row := func(proto, cot string, n int, total float64) bench.Row {
+	row := func(proto, cot string, n int, msgs float64) bench.Row {
 		return bench.Row{Layer: bench.LayerSim, Protocol: proto, Coterie: cot, N: n,
-			Load: bench.Heavy, Entries: 10, Total: total}
+			Load: bench.Heavy, Entries: 10, Messages: msgs, Total: msgs}
 	}
 	bad := row("maekawa", "grid", 8, 1000)
 	bad.Err = "crashed"
@@ -195,14 +195,19 @@ func TestFiguresSkipAndSort(t *testing.T) {
 		row("maekawa", "grid", 16, 20), row("maekawa", "grid", 16, 24),
 		row(bench.RotatingArbiter, "", 1024, 3),
 	}
+	rows[len(rows)-1].Mode, rows[len(rows)-1].Total = bench.ModeMulticast, 40
 	figs := figures(rows)
 	if len(figs) != 1 || figs[0].name != "messages-heavy" {
 		t.Fatalf("figures = %+v, want messages-heavy only", figs)
 	}
 	ss := figs[0].series
-	if len(ss) != 2 || ss[0].setup != bench.RotatingArbiter || ss[1].setup != "maekawa/grid" {
-		t.Fatalf("series = %+v, want rotating-arbiter then maekawa/grid", ss)
+	if len(ss) != 3 || ss[0].setup != bench.RotatingArbiter || ss[1].setup != "rotating-arbiter + membership" || ss[2].setup != "maekawa/grid" {
+		t.Fatalf("series = %+v, want rotating-arbiter, its total with membership, then maekawa/grid", ss)
 	}
+	if got := fmt.Sprint(ss[1].pts); got != "[{1024 40}]" {
+		t.Errorf("rotating-arbiter with membership = %s, want its Total", got)
+	}
+	ss = ss[1:]
 	got := fmt.Sprint(ss[1].pts)
 	if want := "[{4 10} {16 22} {64 30}]"; got != want {
 		t.Errorf("maekawa/grid points = %s, want %s", got, want)
