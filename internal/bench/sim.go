@@ -164,7 +164,7 @@ func frameSize(m q.Message) int {
 const benchResource = "bench"
 
 // percentile returns the p-quantile of xs (nearest rank), 0 for none.
-func percentile[T int64 | float64](xs []T, p float64) float64 {
+func percentile[T ~int64 | ~float64](xs []T, p float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}

@@ -243,29 +243,21 @@ func socketRun(st Setup, n int, load string, opt SocketOptions, cal Calibration)
 	row.Bytes = (after.bytes - before.bytes) / e
 	t := micros(rtt) / 2
 	row.TUS = t
-	row.LatencyP50US, row.LatencyP99US = micros(pct(m.waits, 0.5)), micros(pct(m.waits, 0.99))
+	row.LatencyP50US, row.LatencyP99US = micros(time.Duration(percentile(m.waits, 0.5))), micros(time.Duration(percentile(m.waits, 0.99)))
 	row.LatencyP50T, row.LatencyP99T = row.LatencyP50US/t, row.LatencyP99US/t
 	row.PerSecond = e / m.elapsed.Seconds()
 	row.PerT = row.PerSecond * t / 1e6
 	if load == Heavy {
-		row.SyncDelayUS = micros(pct(m.syncs, 0.5))
+		row.SyncDelayUS = micros(time.Duration(percentile(m.syncs, 0.5)))
 		row.SyncDelayT = row.SyncDelayUS / t
 	} else {
-		row.CycleP50US = micros(pct(m.cycles, 0.5))
+		row.CycleP50US = micros(time.Duration(percentile(m.cycles, 0.5)))
 		row.RTTUS = micros(rtt)
 	}
 	if m.overlaps > 0 {
 		row.Err = fmt.Sprintf("%d overlapping critical sections: mutual exclusion violated", m.overlaps)
 	}
 	return row
-}
-
-func pct(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	return ds[min(len(ds)-1, int(p*float64(len(ds))))]
 }
 
 // startMulticast joins n nodes to a fresh group on lo (inside the private
