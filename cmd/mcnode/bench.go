@@ -16,6 +16,7 @@ import (
 	"github.com/mcnode/mcnode/internal/bench"
 	"github.com/mcnode/mcnode/internal/bench/plots"
 	"github.com/mcnode/mcnode/internal/netns"
+	"github.com/mcnode/mcnode/quorumfallback/coterie"
 )
 
 func benchCommand() *cli.Command {
@@ -39,7 +40,7 @@ func benchCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "layers", Value: "sim,sockets", Usage: "layers to run: sim, sockets or both"},
 			&cli.StringFlag{Name: "protocols", Value: "all", Usage: "comma-separated: " + strings.Join(bench.ProtocolNames(), ", ")},
-			&cli.StringFlag{Name: "coteries", Value: "all", Usage: "coteries for maekawa, cao-singhal and kakugawa: fpp, grid, tree, majority, all"},
+			&cli.StringFlag{Name: "coteries", Value: strings.Join(coterie.Kinds(), ","), Usage: "comma-separated coteries for maekawa, cao-singhal and kakugawa (\"all\" is the coterie of every node)"},
 			&cli.StringFlag{Name: "loads", Value: "light,heavy", Usage: "light, heavy or both"},
 			&cli.StringFlag{Name: "n", Value: "4,8,16,32", Usage: "group sizes on real sockets (2 to 32)"},
 			&cli.StringFlag{Name: "sim-n", Value: "4,16,64,256,1024", Usage: "group sizes in the simulation (2 to 1024)"},
@@ -79,13 +80,11 @@ func parseBench(c *cli.Context) (*benchPlan, error) {
 	if p.loads, err = choices("--loads", c.String("loads"), []string{bench.Light, bench.Heavy}); err != nil {
 		return nil, err
 	}
-	list := func(s string) []string {
-		if s == "all" {
-			return nil
-		}
-		return strings.Split(s, ",")
+	protos := strings.Split(c.String("protocols"), ",")
+	if c.String("protocols") == "all" {
+		protos = nil
 	}
-	if p.setups, err = bench.Setups(list(c.String("protocols")), list(c.String("coteries"))); err != nil {
+	if p.setups, err = bench.Setups(protos, strings.Split(c.String("coteries"), ",")); err != nil {
 		return nil, usage("%v", err)
 	}
 	if p.ns, err = sizes("--n", c.String("n"), 32); err != nil {

@@ -49,6 +49,17 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--mode", "quorum", "--quorum-size", "3"}, "no --interface"},
 		{[]string{"lock", "--mode", "quorum", "--no-daemon", "x", "--", "true"}, "--no-daemon does not work in quorum mode"},
 		{[]string{"demo", "--mode", "quorum", "--peers", "a:1"}, "the demo makes its own peers"},
+		{[]string{"bench", "--n", "64"}, "--n: \"64\" is not a group size from 2 to 32"},
+		{[]string{"bench", "--sim-n", "1"}, "--sim-n"},
+		{[]string{"bench", "--layers", "cloud"}, "--layers"},
+		{[]string{"bench", "--loads", "medium"}, "--loads"},
+		{[]string{"bench", "--protocols", "paxos"}, "unknown protocol \"paxos\""},
+		{[]string{"bench", "--coteries", "ring"}, "unknown coterie \"ring\""},
+		{[]string{"bench", "--duration", "1ms"}, "--duration 1ms"},
+		{[]string{"bench", "--sim-entries", "0"}, "--sim-entries 0"},
+		{[]string{"bench", "--plot-format", "gif", "--plots", "x"}, "--plot-format \"gif\""},
+		{[]string{"bench", "--plot-format", "svg"}, "--plot-format needs --plots"},
+		{[]string{"bench", "extra"}, "bench takes no arguments"},
 	}
 	for _, tc := range cases {
 		out, code := mcnodeLocal(tc.args...)
@@ -61,7 +72,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestHelpListsCommands(t *testing.T) {
 	out, code := mcnodeLocal("--help")
-	for _, cmd := range []string{"run", "lock", "status", "demo"} {
+	for _, cmd := range []string{"run", "lock", "status", "demo", "bench"} {
 		if code != 0 || !strings.Contains(out, cmd) {
 			t.Fatalf("--help (status %d) does not list %s:\n%s", code, cmd, out)
 		}
