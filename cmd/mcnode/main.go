@@ -80,6 +80,7 @@ func newApp() *cli.App {
 			withCommon(statusCommand()),
 			withCommon(demoCommand()),
 			benchCommand(),
+			fenceCommand(),
 		},
 		OnUsageError:    onUsageError,
 		HideHelpCommand: true,
