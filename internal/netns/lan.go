@@ -3,9 +3,12 @@ package netns
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,9 +18,15 @@ import (
 // bridge. The bridge has no address and nothing is forwarded, so traffic
 // stays between the hosts. Everything is removed when the test ends, passed
 // or failed; names carry a random suffix so that runs never collide.
+//
+// Partition splits the hosts onto several bridges, and Heal puts them back
+// on one. Call both from the test's own goroutine, like t.Fatal.
 type LAN struct {
 	Hosts  []Host
-	bridge string
+	id     string   // the random suffix of every name the LAN made
+	bridge string   // the original bridge: side 0
+	extra  []string // bridges made by Partition; removed with the LAN
+	on     []string // the bridge each host's veth is attached to now
 }
 
 // Host is one namespace on a LAN.
@@ -40,23 +49,24 @@ func NewLAN(t *testing.T, n int) *LAN {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	lan := &LAN{bridge: "mcbr" + id}
+	lan := &LAN{id: id, bridge: "mcbr" + id}
 	t.Cleanup(lan.remove)
 	run := func(args ...string) {
 		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
+		ipCmd(t, args...)
 	}
 	run("link", "add", lan.bridge, "type", "bridge", "mcast_snooping", "0")
+	noIPv6(t, lan.bridge)
 	run("link", "set", lan.bridge, "up")
 	for i := 0; i < n; i++ {
 		h := Host{NS: fmt.Sprintf("mcn%s-%d", id, i), IP: fmt.Sprintf("10.77.0.%d", i+1), Interface: "eth0"}
 		lan.Hosts = append(lan.Hosts, h)
-		veth := fmt.Sprintf("mv%s-%d", id, i)
+		veth := lan.veth(i)
 		run("netns", "add", h.NS)
 		run("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", h.NS)
+		noIPv6(t, veth)
 		run("link", "set", veth, "master", lan.bridge, "up")
+		lan.on = append(lan.on, lan.bridge)
 		run("-n", h.NS, "addr", "add", h.IP+"/24", "dev", "eth0")
 		run("-n", h.NS, "link", "set", "eth0", "up")
 		run("-n", h.NS, "link", "set", "lo", "up")
@@ -69,11 +79,102 @@ func (h Host) Command(name string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", h.NS, name}, args...)...)
 }
 
-// remove deletes the namespaces (their veth pairs go with them) and the
-// bridge.
+// Partition splits the LAN: hosts listed in different sides can no longer
+// exchange any packet, unicast or multicast, while hosts on the same side
+// still can. Hosts listed in no side stay together on the original bridge.
+// Each call starts from scratch: a host it does not list goes back to the
+// original bridge, wherever an earlier call put it. Side k (counting from 1)
+// is a bridge of its own, made the first time a host goes there and kept
+// until the LAN is removed; like the original it has no address, no
+// multicast snooping and no route to anywhere. Hosts are moved by attaching
+// their veth to another bridge: packets already in flight may still arrive,
+// nothing sent afterwards crosses.
+func (l *LAN) Partition(t *testing.T, sides ...[]int) {
+	t.Helper()
+	side, err := plan(len(l.Hosts), sides)
+	if err != nil {
+		t.Fatalf("netns: Partition: %v", err)
+	}
+	for i, k := range side {
+		to := l.bridge
+		if k > 0 {
+			to = fmt.Sprintf("%sp%d", l.bridge, k)
+			if !slices.Contains(l.extra, to) {
+				ipCmd(t, "link", "add", to, "type", "bridge", "mcast_snooping", "0")
+				l.extra = append(l.extra, to) // only once made: never remove a bridge the LAN did not make
+				noIPv6(t, to)
+				ipCmd(t, "link", "set", to, "up")
+			}
+		}
+		if l.on[i] == to {
+			continue
+		}
+		// One request: the kernel detaches the veth from its bridge and
+		// attaches it to the other under one lock, so the port is never
+		// outside a bridge in between (as it would be between "nomaster"
+		// and "master").
+		ipCmd(t, "link", "set", l.veth(i), "master", to)
+		l.on[i] = to
+	}
+}
+
+// Heal puts every host back on the original bridge.
+func (l *LAN) Heal(t *testing.T) {
+	t.Helper()
+	l.Partition(t)
+}
+
+// plan returns the side of each of n hosts: k for a host in sides[k-1], 0
+// for a host in no side.
+func plan(n int, sides [][]int) ([]int, error) {
+	side := make([]int, n)
+	for k, s := range sides {
+		for _, i := range s {
+			if i < 0 || i >= n {
+				return nil, fmt.Errorf("side %d lists host %d; the LAN has hosts 0 to %d", k+1, i, n-1)
+			}
+			if side[i] != 0 {
+				return nil, fmt.Errorf("host %d is listed twice (sides %d and %d)", i, side[i], k+1)
+			}
+			side[i] = k + 1
+		}
+	}
+	return side, nil
+}
+
+// veth is the name of the root-namespace end of host i's link.
+func (l *LAN) veth(i int) string { return fmt.Sprintf("mv%s-%d", l.id, i) }
+
+// ipCmd runs ip with args, failing the test with its output if it fails.
+func ipCmd(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// noIPv6 turns IPv6 off on an interface the LAN made in the root namespace,
+// before it is up: otherwise the kernel gives it a link-local address, and
+// the root namespace would take part in the LAN's IPv6 traffic. Where the
+// kernel has no IPv6 there is nothing to do.
+func noIPv6(t *testing.T, dev string) {
+	t.Helper()
+	err := os.WriteFile("/proc/sys/net/ipv6/conf/"+dev+"/disable_ipv6", []byte("1"), 0o644)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("netns: turning IPv6 off on %s: %v", dev, err)
+	}
+}
+
+// remove deletes the veth pairs, the namespaces and the bridges. The veth
+// pairs go first, explicitly: a namespace that some process still holds
+// outlives "ip netns del", and its veth would otherwise stay behind.
 func (l *LAN) remove() {
-	for _, h := range l.Hosts {
+	for i, h := range l.Hosts {
+		_ = exec.Command("ip", "link", "del", l.veth(i)).Run()
 		_ = exec.Command("ip", "netns", "del", h.NS).Run()
+	}
+	for _, b := range l.extra {
+		_ = exec.Command("ip", "link", "del", b).Run()
 	}
 	_ = exec.Command("ip", "link", "del", l.bridge).Run()
 }

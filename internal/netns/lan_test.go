@@ -1,0 +1,363 @@
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+)
+
+func TestPartitionPlan(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		sides [][]int
+		want  []int
+		err   string
+	}{
+		{n: 3, want: []int{0, 0, 0}},
+		{n: 4, sides: [][]int{{0, 1}, {2, 3}}, want: []int{1, 1, 2, 2}},
+		{n: 4, sides: [][]int{{3}}, want: []int{0, 0, 0, 1}},
+		{n: 3, sides: [][]int{{}, {1}}, want: []int{0, 2, 0}},
+		{n: 3, sides: [][]int{{3}}, err: "side 1 lists host 3; the LAN has hosts 0 to 2"},
+		{n: 3, sides: [][]int{{-1}}, err: "side 1 lists host -1"},
+		{n: 3, sides: [][]int{{0, 1}, {1}}, err: "host 1 is listed twice (sides 1 and 2)"},
+		{n: 3, sides: [][]int{{2, 2}}, err: "host 2 is listed twice (sides 1 and 1)"},
+	} {
+		got, err := plan(c.n, c.sides)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("plan(%d, %v): error %v, want one containing %q", c.n, c.sides, err, c.err)
+		case c.err == "" && (err != nil || !slices.Equal(got, c.want)):
+			t.Errorf("plan(%d, %v) = %v, %v; want %v", c.n, c.sides, got, err, c.want)
+		}
+	}
+}
+
+// TestLANPartition checks, with UDP unicast and multicast between every two
+// hosts (and ping where it is installed), that Partition cuts exactly the
+// links it should and Heal restores them, and that nothing of the LAN is
+// left once the test ends.
+func TestLANPartition(t *testing.T) {
+	var lan *LAN
+	var extra []string
+	t.Cleanup(func() { // registered before NewLAN's cleanup, so it runs after it
+		if lan != nil {
+			checkRemoved(t, lan.id, extra)
+		}
+	})
+	lan = NewLAN(t, 4)
+	ping := true
+	if _, err := exec.LookPath("ping"); err != nil {
+		ping = false
+		t.Log("ping is not installed (Debian package iputils-ping): checking with UDP unicast and multicast only")
+	}
+	check := func(step string, groups ...[]int) {
+		t.Helper()
+		checkReach(t, lan, step, ping, groups)
+	}
+
+	check("new LAN", []int{0, 1, 2, 3})
+
+	lan.Partition(t, []int{0, 1}, []int{2, 3})
+	extra = slices.Clone(lan.extra)
+	checkBridges(t, lan, lan.bridge+"p1", lan.bridge+"p1", lan.bridge+"p2", lan.bridge+"p2")
+	check("partitioned {0,1} {2,3}", []int{0, 1}, []int{2, 3})
+
+	lan.Heal(t)
+	checkBridges(t, lan, lan.bridge, lan.bridge, lan.bridge, lan.bridge)
+	check("healed", []int{0, 1, 2, 3})
+
+	lan.Partition(t, []int{3})
+	checkBridges(t, lan, lan.bridge, lan.bridge, lan.bridge, lan.bridge+"p1")
+	check("partitioned {3}", []int{0, 1, 2}, []int{3})
+
+	// From scratch: host 3, listed no more, goes back to the original bridge.
+	lan.Partition(t, []int{1, 2})
+	checkBridges(t, lan, lan.bridge, lan.bridge+"p1", lan.bridge+"p1", lan.bridge)
+	check("re-partitioned {1,2}", []int{0, 3}, []int{1, 2})
+
+	lan.Heal(t)
+	check("healed again", []int{0, 1, 2, 3})
+	if len(lan.extra) != 2 {
+		t.Errorf("the LAN made bridges %v, want 2", lan.extra)
+	}
+	extra = slices.Clone(lan.extra)
+}
+
+// checkBridges checks which bridge each host's veth is attached to, that
+// every bridge of the LAN is up with multicast snooping off, and that no
+// interface of the LAN in the root namespace has an address.
+func checkBridges(t *testing.T, lan *LAN, want ...string) {
+	t.Helper()
+	for i, w := range want {
+		master, err := filepath.EvalSymlinks("/sys/class/net/" + lan.veth(i) + "/master")
+		if err != nil || filepath.Base(master) != w {
+			t.Errorf("host %d's veth %s is attached to %q (%v), want %s", i, lan.veth(i), filepath.Base(master), err, w)
+		}
+	}
+	for _, b := range append([]string{lan.bridge}, lan.extra...) {
+		snoop, err := os.ReadFile("/sys/class/net/" + b + "/bridge/multicast_snooping")
+		if err != nil || strings.TrimSpace(string(snoop)) != "0" {
+			t.Errorf("bridge %s: multicast_snooping %q (%v), want 0", b, snoop, err)
+		}
+		ifi, err := net.InterfaceByName(b)
+		if err != nil || ifi.Flags&net.FlagUp == 0 {
+			t.Errorf("bridge %s is not up: %v %v", b, ifi, err)
+		}
+	}
+	out, err := exec.Command("ip", "-o", "addr", "show").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip -o addr show: %v: %s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, lan.id) {
+			t.Errorf("an interface of the LAN has an address in the root namespace: %s", line)
+		}
+	}
+}
+
+// checkRemoved checks that no interface or namespace named with the LAN's id
+// is left, and that the bridges Partition made are gone.
+func checkRemoved(t *testing.T, id string, extra []string) {
+	t.Helper()
+	if len(extra) == 0 && !t.Failed() {
+		t.Error("Partition made no bridge: nothing to check the removal of")
+	}
+	for _, args := range [][]string{{"-o", "link", "show"}, {"netns", "list"}} {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			t.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+			continue
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, id) {
+				t.Errorf("left after the LAN was removed (ip %s): %s", strings.Join(args, " "), line)
+			}
+		}
+	}
+	for _, b := range extra {
+		if _, err := os.Stat("/sys/class/net/" + b); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("bridge %s is still there (%v)", b, err)
+		}
+	}
+}
+
+const (
+	probePort = 47001
+	groupPort = 47002
+)
+
+var probeGroup = net.IPv4(239, 77, 0, 1)
+
+// checkReach checks that two hosts reach each other exactly when they are in
+// the same group: by UDP to each other's address, by UDP to a multicast
+// group joined on eth0 and, if ping is set, by ping.
+func checkReach(t *testing.T, lan *LAN, step string, ping bool, groups [][]int) {
+	t.Helper()
+	group := make([]int, len(lan.Hosts))
+	for g, hosts := range groups {
+		for _, i := range hosts {
+			group[i] = g
+		}
+	}
+	var pings [][]bool
+	var wg sync.WaitGroup
+	if ping {
+		wg.Add(1)
+		go func() { defer wg.Done(); pings = pingAll(t, lan) }()
+	}
+	uni, multi := probeUDP(t, lan)
+	wg.Wait()
+	for a := range lan.Hosts {
+		for b := range lan.Hosts {
+			if a == b {
+				continue
+			}
+			want := group[a] == group[b]
+			if uni[a][b] != want {
+				t.Errorf("%s: UDP from host %d to host %d arrived: %v, want %v", step, a, b, uni[a][b], want)
+			}
+			if multi[a][b] != want {
+				t.Errorf("%s: multicast from host %d to host %d arrived: %v, want %v", step, a, b, multi[a][b], want)
+			}
+			if pings != nil && pings[a][b] != want {
+				t.Errorf("%s: ping from host %d to host %d answered: %v, want %v", step, a, b, pings[a][b], want)
+			}
+		}
+	}
+}
+
+// pingAll pings every host from every other, all at once, and reports which
+// got an answer.
+func pingAll(t *testing.T, lan *LAN) [][]bool {
+	n := len(lan.Hosts)
+	got := make([][]bool, n)
+	for a := range got {
+		got[a] = make([]bool, n)
+	}
+	var wg sync.WaitGroup
+	for a, ha := range lan.Hosts {
+		for b, hb := range lan.Hosts {
+			if a == b {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := ha.Command("ping", "-n", "-c", "1", "-W", "1", hb.IP).CombinedOutput()
+				var exit *exec.ExitError
+				switch {
+				case err == nil:
+					got[a][b] = true
+				case errors.As(err, &exit) && exit.ExitCode() == 1: // no answer
+				default:
+					t.Errorf("ping from host %d to %s: %v: %s", a, hb.IP, err, out)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return got
+}
+
+// probeUDP has every host send a datagram to every other host's address and
+// one to a multicast group that every host joined on eth0, three times over
+// a few hundred milliseconds, and reports which arrived: uni[a][b] if host b
+// got host a's datagram, multi[a][b] if it got a's multicast one.
+func probeUDP(t *testing.T, lan *LAN) (uni, multi [][]bool) {
+	t.Helper()
+	n := len(lan.Hosts)
+	uni, multi = make([][]bool, n), make([][]bool, n)
+	for a := range n {
+		uni[a], multi[a] = make([]bool, n), make([]bool, n)
+	}
+	nonce := fmt.Sprintf("%d", time.Now().UnixNano())
+	ucs := make([]net.PacketConn, n)
+	mcs := make([]net.PacketConn, n)
+	defer func() {
+		for i := range n {
+			if ucs[i] != nil {
+				ucs[i].Close()
+			}
+			if mcs[i] != nil {
+				mcs[i].Close()
+			}
+		}
+	}()
+	for i, h := range lan.Hosts {
+		err := inNS(h.NS, func() error {
+			ifi, err := net.InterfaceByName(h.Interface)
+			if err != nil {
+				return err
+			}
+			uc, err := net.ListenPacket("udp4", fmt.Sprintf("%s:%d", h.IP, probePort))
+			if err != nil {
+				return err
+			}
+			ucs[i] = uc
+			if err := ipv4.NewPacketConn(uc).SetMulticastInterface(ifi); err != nil {
+				return err
+			}
+			mc, err := net.ListenMulticastUDP("udp4", ifi, &net.UDPAddr{IP: probeGroup, Port: groupPort})
+			if err != nil {
+				return err
+			}
+			mcs[i] = mc
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("opening sockets in host %d's namespace %s: %v", i, h.NS, err)
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(600 * time.Millisecond)
+	read := func(c net.PacketConn, b int, got [][]bool) {
+		defer wg.Done()
+		_ = c.SetReadDeadline(deadline)
+		buf := make([]byte, 64)
+		for {
+			m, _, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var a int
+			var from string
+			if _, err := fmt.Sscanf(string(buf[:m]), "%s %d", &from, &a); err == nil && from == nonce && a >= 0 && a < n {
+				mu.Lock()
+				got[a][b] = true
+				mu.Unlock()
+			}
+		}
+	}
+	for b := range n {
+		wg.Add(2)
+		go read(ucs[b], b, uni)
+		go read(mcs[b], b, multi)
+	}
+	for range 3 {
+		for a := range n {
+			msg := []byte(fmt.Sprintf("%s %d", nonce, a))
+			for b, hb := range lan.Hosts {
+				if a != b {
+					if _, err := ucs[a].WriteTo(msg, &net.UDPAddr{IP: net.ParseIP(hb.IP), Port: probePort}); err != nil {
+						t.Errorf("host %d sending to %s: %v", a, hb.IP, err)
+					}
+				}
+			}
+			if _, err := ucs[a].WriteTo(msg, &net.UDPAddr{IP: probeGroup, Port: groupPort}); err != nil {
+				t.Errorf("host %d sending to %v: %v", a, probeGroup, err)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	return uni, multi
+}
+
+// inNS runs f on an OS thread that has entered the named network namespace:
+// the sockets f opens belong to that namespace for good, wherever they are
+// used afterwards. The thread goes back to its own namespace after f, or
+// ends if it cannot.
+func inNS(ns string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer self.Close()
+		target, err := os.Open("/var/run/netns/" + ns)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("setns: %w", err)
+			return
+		}
+		err = f()
+		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread stays locked and ends with this goroutine
+		errc <- err
+	}()
+	return <-errc
+}
