@@ -26,12 +26,14 @@ vet:
 	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
 
-# Coverage-guided fuzzing of the decoders (not part of `make test`).
+# Coverage-guided fuzzing of the decoders and the state machines (not part of
+# `make test`).
 fuzz:
 	$(GO) test ./wire -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 	$(GO) test ./wire -run '^$$' -fuzz FuzzSnapshot -fuzztime 30s
 	$(GO) test ./quorumfallback/qnet -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s
 	$(GO) test ./quorumfallback/protocols -run '^$$' -fuzz FuzzMachineStep -fuzztime 30s
+	$(GO) test ./arbiter -run '^$$' -fuzz FuzzStep -fuzztime 60s
 
 # The multicast arbiter against every quorum protocol, side by side (a few
 # minutes; docs/BENCHMARKS.md shows one run). Add flags with ARGS=...

@@ -56,9 +56,20 @@ type Config struct {
 	// is waiting on (a request queued behind a holder, a release with an
 	// empty queue) so that it rides in the next datagram.
 	LazyTicks int
-	// HeartbeatTicks is how long a server may send nothing before it
-	// multicasts a heartbeat carrying T.
+	// HeartbeatTicks is how often the server multicasts a ping. Members
+	// answer every ping; the answers of a majority renew the server's
+	// authority (see AuthorityTicks), and a member that hears no ping for
+	// Params.TakeoverTicks starts a takeover. It must leave room for a few
+	// lost pings within the authority.
 	HeartbeatTicks int
+	// StaggerTicks spaces the takeovers of members: the backup (the member
+	// that holds every decision) asks first, the others in ID order after
+	// it, one StaggerTicks apart, so that they rarely split the votes.
+	StaggerTicks int
+	// ClaimTicks is how long a takeover may take (votes, then catching up
+	// with the most advanced voter) before the candidate gives up and lets
+	// the timer run again.
+	ClaimTicks int
 	// TurnTicks is the longest a turn lasts: an idle group still rotates,
 	// pings its members and reclaims what dead members hold.
 	TurnTicks int
@@ -77,9 +88,9 @@ type Config struct {
 
 // DefaultParams returns the group parameters a founder uses by default, for
 // a 10 ms tick: turns of 64 decisions, at most 64 members, a lease of 1.5 s
-// with a margin of 0.3 s.
+// with a margin of 0.3 s, and a takeover after 0.5 s without a ping.
 func DefaultParams() wire.Params {
-	return wire.Params{TurnLength: 64, MaxMembers: 64, LeaseTicks: 150, LeaseMarginTicks: 30, TickMicros: 10000}
+	return wire.Params{TurnLength: 64, MaxMembers: 64, LeaseTicks: 150, LeaseMarginTicks: 30, TickMicros: 10000, TakeoverTicks: 50}
 }
 
 // DefaultConfig returns the defaults for a LAN and a 10 ms tick. Group, Inc
@@ -92,7 +103,9 @@ func DefaultConfig() Config {
 		JoinRetryTicks:   20,
 		NakTicks:         2,
 		LazyTicks:        5,
-		HeartbeatTicks:   20,
+		HeartbeatTicks:   10,
+		StaggerTicks:     10,
+		ClaimTicks:       40,
 		TurnTicks:        50,
 		PingRetryTicks:   5,
 		PingTimeoutTicks: 20,
@@ -100,6 +113,47 @@ func DefaultConfig() Config {
 		MaxBuffered:      4096,
 	}
 }
+
+// MaxDriftPPM is the timing assumption the protocol's safety rests on: the
+// clocks of any two members run at rates that differ from real time by at
+// most this many parts per million (1%). Quartz clocks stay within 100 ppm
+// and NTP slews at most 500 ppm, so 1% is a wide margin; it costs little (a
+// lease margin of 2% of the lease, an authority 4% shorter than the takeover
+// timeout). Clocks need not agree on the time, only on its rate, and they
+// must count through suspend (the runtime uses CLOCK_BOOTTIME).
+const MaxDriftPPM = 10_000
+
+// AuthorityTicks is how long a server may decide after sending a ping that a
+// majority of the view answered. A member that answers a ping votes for no
+// takeover until it has heard no ping for p.TakeoverTicks, counted on its own
+// clock from when it got this one: so the authority, counted on the server's
+// clock from before the send, must end before that, whatever the two clocks'
+// rates within MaxDriftPPM and whatever their tick phases (one tick each).
+// Then no server decides once a takeover has a majority's votes: any two
+// majorities share a member.
+func AuthorityTicks(p wire.Params) uint64 {
+	if p.TakeoverTicks < 2 {
+		return 0
+	}
+	return (p.TakeoverTicks-1)*(1_000_000-MaxDriftPPM)/(1_000_000+MaxDriftPPM) - 1
+}
+
+// MinLeaseMargin is the smallest LeaseMarginTicks the protocol accepts for a
+// lease: the drift of two clocks over the lease, and two ticks of phase.
+func MinLeaseMargin(leaseTicks uint64) uint64 {
+	return (2*leaseTicks*MaxDriftPPM+999_999)/1_000_000 + 2
+}
+
+// TakeoverGap is how far the group timestamp jumps when an epoch begins. A
+// takeover cannot always see the old epoch's last decisions, but every one
+// that took effect was made within an authority of a ping that one of its
+// voters answered, and that ping carried the old server's timestamp: the
+// candidate starts above the highest timestamp its voters saw by more than
+// a server could decide in an authority (at most a few hundred thousand
+// decisions, each needing a datagram, in under a second). So fencing tokens
+// still increase across the takeover. 2^24 timestamps are 17 s of the wall
+// clock in microseconds at which a group starts.
+const TakeoverGap = 1 << 24
 
 // LeaseFloor is the shortest lease that members with these timings keep
 // while they answer every ping: a lease is renewed from the reply a member
@@ -129,6 +183,8 @@ func (c *Config) validate() error {
 	fill(&c.NakTicks, d.NakTicks)
 	fill(&c.LazyTicks, d.LazyTicks)
 	fill(&c.HeartbeatTicks, d.HeartbeatTicks)
+	fill(&c.StaggerTicks, d.StaggerTicks)
+	fill(&c.ClaimTicks, d.ClaimTicks)
 	fill(&c.TurnTicks, d.TurnTicks)
 	fill(&c.PingRetryTicks, d.PingRetryTicks)
 	fill(&c.PingTimeoutTicks, d.PingTimeoutTicks)
@@ -139,6 +195,9 @@ func (c *Config) validate() error {
 	}
 	if c.Params == (wire.Params{}) {
 		c.Params = d.Params
+	}
+	if c.Params.TakeoverTicks == 0 {
+		c.Params.TakeoverTicks = d.Params.TakeoverTicks
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
@@ -151,6 +210,7 @@ func (c *Config) validate() error {
 		{"LazyTicks", c.LazyTicks}, {"HeartbeatTicks", c.HeartbeatTicks}, {"TurnTicks", c.TurnTicks},
 		{"PingRetryTicks", c.PingRetryTicks}, {"PingTimeoutTicks", c.PingTimeoutTicks},
 		{"LogWindow", c.LogWindow}, {"MaxBuffered", c.MaxBuffered},
+		{"StaggerTicks", c.StaggerTicks}, {"ClaimTicks", c.ClaimTicks},
 	} {
 		if f.v < 0 {
 			return bad("%s %d is negative", f.name, f.v)
@@ -179,5 +239,27 @@ func (c *Config) validate() error {
 	case c.LogWindow < int(c.Params.TurnLength):
 		return bad("LogWindow %d must hold at least one turn (%d)", c.LogWindow, c.Params.TurnLength)
 	}
+	if err := CheckParams(c.Params, c.HeartbeatTicks); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
 	return c.Limits.Check()
+}
+
+// CheckParams checks the group-wide parameters against each other and
+// against a node's heartbeat (ping) interval: a joining node runs it on the
+// group's parameters, which the founder chose.
+func CheckParams(p wire.Params, heartbeatTicks int) error {
+	auth := AuthorityTicks(p)
+	switch {
+	case p.LeaseMarginTicks < MinLeaseMargin(p.LeaseTicks):
+		return fmt.Errorf("Params.LeaseMarginTicks %d must be at least %d: it covers a %d ppm clock drift over the lease and two ticks",
+			p.LeaseMarginTicks, MinLeaseMargin(p.LeaseTicks), MaxDriftPPM)
+	case auth < 3*uint64(heartbeatTicks):
+		return fmt.Errorf("Params.TakeoverTicks %d leaves an authority of %d ticks, less than three heartbeats (%d ticks each): a server would lose its authority to two lost pings",
+			p.TakeoverTicks, auth, heartbeatTicks)
+	case p.LeaseTicks < 2*p.TakeoverTicks:
+		return fmt.Errorf("Params.LeaseTicks %d must be at least twice TakeoverTicks %d: a member in touch with the group keeps what it holds through a takeover only if its lease outlasts the timeout, the claims and the new server's first pings",
+			p.LeaseTicks, p.TakeoverTicks)
+	}
+	return nil
 }

@@ -1,5 +1,7 @@
 // Package arbiter is the rotating-arbiter mutual-exclusion protocol of
-// Pearlin's thesis (seed 001) as a deterministic state machine.
+// Pearlin's thesis (Boston College, 2003) as a deterministic state machine,
+// made to survive the death of its server, a split network and a paused
+// process.
 //
 // # The protocol
 //
@@ -16,38 +18,132 @@
 //	GroupFull a newcomer refused (GROUP_FULL)
 //	Left      a member left
 //	Sync      the end of a turn (section 3.3): members not heard from this
-//	          turn listed, those silent longer than the lease removed and
-//	          their resources reclaimed, and T moved to the first timestamp
-//	          of the next server's turn
+//	          turn listed, one silent longer than the lease removed and its
+//	          resources reclaimed, and T moved to the first timestamp of the
+//	          next server's turn
+//	Takeover  the start of an epoch: a member took over from a server that
+//	          stopped answering
 //
-// A turn begins with a ping of every member (figure A) and ends with a
-// SYNC, which hands the turn to the next member that answered, skipping
-// those that did not (figure B). The last timestamp of a turn can only be
-// taken by a SYNC, and every decision that changes the view carries the
-// timestamp the role moves to, so the role never moves implicitly: the race
-// of section 3.3, where the next server sees a response before the current
-// server is done, cannot happen. The next server acts only once it has
-// applied every decision before the SYNC.
+// A turn begins with a ping of every member (figure A) and ends with a SYNC,
+// which hands the turn to the backup (below). The last timestamp of a turn
+// can only be taken by a SYNC or a Takeover, and every decision that changes
+// the view carries the timestamp the role moves to, so the role never moves
+// implicitly: the race of section 3.3, where the next server sees a response
+// before the current server is done, cannot happen.
 //
-// Beyond the paper (see DESIGN.md): requests wait in a FIFO queue that is
-// part of the replicated state; requests are idempotent (by requester and
-// request ID) and retried until decided; a member that sees a gap in the
-// log asks for the missing decisions (Nak) and members keep a window of
-// recent ones to answer, or transfer their whole state; SYNC carries a
-// digest of the state, which every member checks; the server confirms its
-// successor is alive before handing over; and members hold resources under
-// a lease, so that the group reclaims a silent member's resources only once
-// that member has stopped using them.
+// Beyond the paper: requests wait in a FIFO queue that is part of the
+// replicated state; requests are idempotent (by requester and request ID)
+// and retried until decided; a member that sees a gap in the log asks for
+// the missing decisions (Nak) and members keep a window of recent ones to
+// answer, or transfer their whole state; SYNC carries a digest of the state,
+// which every member checks; and members hold resources under a lease, so
+// that the group reclaims a silent member's resources only once that member
+// has stopped using them.
+//
+// # Failures, and what safety rests on
+//
+// The paper leaves the server's death open (section 6) and warns that a
+// naive takeover gives two servers. This package answers it with epochs, a
+// majority's authority and a backup, in the manner of Viewstamped
+// Replication (Oki and Liskov, 1988) and Raft (Ongaro and Ousterhout, 2014).
+// Safety rests on one timing assumption: members' clocks run at rates that
+// differ by at most MaxDriftPPM (1%), counted through suspend. Under it, no
+// two members hold a resource at once, whatever is lost, duplicated,
+// reordered, partitioned, paused or crashed.
+//
+// Authority. The server decides only while it has the authority of a
+// majority of its view: it pings every HeartbeatTicks, and the answers of a
+// majority to a ping sent at tick p let it decide until p+AuthorityTicks. A
+// member that answers a ping (or votes, below) promises to vote for no
+// takeover until it has heard no ping for Params.TakeoverTicks, counted on
+// its own clock from the moment it got the ping; AuthorityTicks is short
+// enough that the authority ends first, whatever the rates of the two
+// clocks. So the server of a minority side stops deciding before a takeover
+// on the majority side can win, and a paused server, resumed, finds its
+// authority gone before it decides anything. A server without a majority for
+// the takeover timeout stops pinging (it may hear nothing but be heard, and
+// its pings would keep the members from taking over).
+//
+// Epochs. A member that hears no ping for the takeover timeout asks the
+// others, first whether they would vote (a pre-vote, so that a member cut
+// off alone cannot disrupt the group when it comes back), then for their
+// votes for epoch e+1. A member votes once per epoch, only if it has heard no
+// ping itself for the takeover timeout, and from then on refuses servers,
+// decisions and state of lower epochs. With the votes of a majority of its
+// view the candidate brings its log up to the most advanced of its voters'
+// (compared by epoch, then T), and decides Takeover: epoch e+1 begins at the
+// next timestamp. Two candidates of one epoch cannot both win: each member
+// votes once. Members whose logs went past that point on a branch the new
+// epoch did not take refetch the state; decisions are named by (epoch, T),
+// and a node sends decisions to another only when the other's log is a
+// prefix of its own (wire.EpochMark records where epochs began).
+//
+// The backup. The crux of a takeover: the old server's last decisions may
+// have reached one member only (a grant, its grantee), which may act on them.
+// So a grant takes effect, and its grantee uses the resource, only once the
+// backup holds the decision: the backup is the member the server hands its
+// turn to, named in the state (by the SYNC that started the turn, or the
+// Takeover), and it says what it holds in every header (and in an Ack, when
+// it applies a grant). If the server dies, the backup is the first to ask to
+// take over; it holds every grant in effect, and takes over at once. A
+// candidate knows it holds them if it made the last decisions itself, or it
+// was the backup, or the backup voted for it, and no voter had promised an
+// epoch newer than its log. Otherwise (the server and its backup died
+// together, or the backup is on the other side of a split) it decides the
+// Takeover with Wait and grants nothing for a lease and its margin: every
+// lease renewed under the old epoch was renewed within its authority, which
+// ended before the candidate's majority formed, so by then every member that
+// might use an unknown grant has stopped. The backup changes only by the
+// SYNC that hands it the turn (it then holds everything) or by a new epoch:
+// a server whose backup stops answering takes over from itself, with a new
+// backup, rather than name one quietly, which a candidate could not know of.
+//
+// A hand-over to the head of a queue (the holder released, left or was
+// removed) needs less of the backup: the log up to the decision that made
+// the grantee the head. From there the resource can only go to that grantee
+// next, in every branch of the log, so the hand-over takes effect as it
+// arrives and the synchronization delay stays two one-way delays. (The
+// holder before it may linger in a new epoch's log, though a cut-off branch
+// removed it; removed for its silence, its lease lapsed, and a grant takes
+// effect only under a lease that never lapsed since the grant arrived.)
+//
+// Views. A change of the view (join, leave, removal) is made one member at a
+// time, and only once a majority of the view has applied the previous one
+// and the epoch's Takeover, so that the views any two majorities are counted
+// in differ by one member at most and the majorities intersect (Ongaro's
+// Raft thesis, 2014, section 4.1).
+//
+// Tokens. A fencing token is the T of the grant. A takeover moves T above
+// the highest timestamp its voters saw by TakeoverGap, more than the old
+// epoch could have decided since any of them last heard its server, so tokens
+// keep increasing across takeovers even when the candidate misses the old
+// epoch's last decisions.
 //
 // # Leases
 //
 // A member's lease runs from the last time it was certainly heard by a
-// server: the first send of a request a server decided, or of a ping reply
-// in a turn whose SYNC did not list it as unheard. A member whose lease has
-// run out gives up what it holds (EventLost) and releases it. The group
-// removes a member only when, summed over the turns of the servers that did
-// not hear from it, it has been silent for LeaseTicks+LeaseMarginTicks, so
-// the member has stopped before anything it held is granted to another.
+// server: the first send of a request a server decided, or its first answer
+// to a ping of a turn whose SYNC neither lists it as unheard nor as
+// unanswered, or its first answer to a ping that the server's next ping to
+// all, sent with a majority's authority in the same view, does not list as
+// unanswered; the server's own runs from the ping a majority last answered.
+// Renewed at every heartbeat, a connected member's lease outlasts a
+// takeover, and the lease wait of one: the anchor precedes a message sent
+// with authority, so it precedes any later epoch's takeover, from which the
+// new server counts every member's silence.
+// A member whose lease has run out gives up what it holds (EventLost) and
+// releases it. The group removes a member only when, summed over the turns
+// of the servers that did not hear from it, it has been silent for
+// LeaseTicks+LeaseMarginTicks, so the member has stopped before anything it
+// held is granted to another.
+//
+// # Bad input
+//
+// Step checks every field it relies on and never panics: a decision that
+// cannot be applied to the node's state (a join of an ID taken, a release by
+// a member that does not hold the resource) changes nothing, and marks the
+// state suspect; the node then fetches the state again. A state transfer is
+// taken only when this node asked for one.
 //
 // # Using the machine
 //
@@ -57,7 +153,7 @@
 //	for {
 //		select {
 //		case <-ticker.C:
-//			node.Tick()
+//			node.TickBy(ticksSinceLastTime) // one step, however many were missed
 //		case p := <-packets:
 //			for _, m := range p.Messages {
 //				node.Step(p.Source, p.Header, m)

@@ -42,6 +42,26 @@ const (
 	EventLost
 	// EventUpdate: an application state update from Node.
 	EventUpdate
+	// EventEpoch: the group entered epoch Epoch, with Node as its server
+	// (a takeover); Reason says whether the new server grants at once.
+	EventEpoch
+	// EventTakeoverStarted: this node asks the members to make it the
+	// server of a new epoch (Reason says why).
+	EventTakeoverStarted
+	// EventTakeoverWon: this node won its takeover and serves the new epoch.
+	EventTakeoverWon
+	// EventTakeoverFailed: this node gave its takeover up (Reason says why).
+	EventTakeoverFailed
+	// EventStepDown: this node stopped serving (Reason: a majority no longer
+	// answers it, or a newer epoch began).
+	EventStepDown
+	// EventQuorumLost: this node cannot reach a majority of the view: as
+	// server, a majority stopped answering its pings; as member, no server
+	// is heard and its takeovers find no majority. A minority grants
+	// nothing.
+	EventQuorumLost
+	// EventQuorumRegained: the majority is back.
+	EventQuorumRegained
 )
 
 var eventNames = [...]string{
@@ -49,6 +69,9 @@ var eventNames = [...]string{
 	EventRemoved: "removed", EventMemberJoined: "member-joined", EventMemberLeft: "member-left",
 	EventMemberRemoved: "member-removed", EventServerChanged: "server-changed", EventQueued: "queued",
 	EventGranted: "granted", EventReleased: "released", EventLost: "lost", EventUpdate: "update",
+	EventEpoch: "epoch", EventTakeoverStarted: "takeover-started", EventTakeoverWon: "takeover-won",
+	EventTakeoverFailed: "takeover-failed", EventStepDown: "step-down", EventQuorumLost: "quorum-lost",
+	EventQuorumRegained: "quorum-regained",
 }
 
 // String returns the kind's name.
@@ -68,6 +91,7 @@ type Event struct {
 	Req      uint64 // the request the event answers
 	Token    uint64 // fencing token of a grant
 	T        uint64 // group timestamp of the decision behind the event
+	Epoch    uint64 // the epoch of this node's log when the event happened
 	Topic    string
 	Data     []byte
 	Reason   string

@@ -28,6 +28,9 @@ func (n *Node) found() {
 	n.st = newState(n.cfg.Inc, n.cfg.Params)
 	n.st.t = max(1, n.cfg.FirstT) // T 0 is never a decision, so no fencing token is ever 0
 	n.st.addMember(1, n.cfg.Inc, n.cfg.Addr)
+	n.st.markEpoch(1, n.st.t)
+	n.promised = 1
+	n.heardAt = n.now
 	n.id = 1
 	n.stat = statusMember
 	n.join = nil
@@ -111,7 +114,10 @@ func (n *Node) onJoinRequest(in inbound, m *wire.JoinRequest) {
 		if slices.Contains(m.Missing, n.id) {
 			n.reply(in, &wire.Greeting{Newcomer: mem.id, Addr: n.cfg.Addr})
 		}
-		if n.srv != nil && !m.HaveState {
+		// The server sent the state with the OkToJoin; if that was lost and
+		// the server is gone, any member sends it: the newcomer's vote may
+		// be what a takeover needs.
+		if !m.HaveState && (n.srv != nil || n.now-n.heardAt >= n.st.params.TakeoverTicks) {
 			n.sendSnapshot(in.src)
 		}
 		return

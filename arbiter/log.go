@@ -2,6 +2,7 @@ package arbiter
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	"github.com/mcnode/mcnode/wire"
@@ -33,9 +34,13 @@ func (l *logState) init() {
 
 // observe notes the sender's T: a larger one than ours means we miss
 // decisions, and the sender has them. It may be a member we do not know yet
-// (admitted by a decision we miss), which is why the NAK goes to its address.
+// (admitted by a decision we miss; a node whose view fell far behind knows
+// none of the members that carry the group on), which is why the NAK goes to
+// its address. A sender of an epoch this node has left is no source of
+// decisions. (Without authentication, a forger can open a gap too: Step
+// bounds how far ahead it may claim the group is.)
 func (n *Node) observe(src string, h wire.Header) {
-	if n.st == nil || h.From == 0 {
+	if n.st == nil || h.From == 0 || h.Epoch < n.promised {
 		return
 	}
 	// Ties go to the latest sender: the first one to show this T may be
@@ -45,25 +50,42 @@ func (n *Node) observe(src string, h wire.Header) {
 	}
 }
 
-func (n *Node) onDecision(src string, h wire.Header, d wire.Decision) {
+// onDecision takes a decision from a datagram. Decisions are applied in T
+// order, each only on the log it belongs to: one of this node's epoch, or the
+// Takeover that begins the next epoch from exactly where this node stands.
+func (n *Node) onDecision(src string, h wire.Header, from *member, d wire.Decision) error {
 	t, next := d.Stamp()
 	if n.st == nil {
 		n.joinSawDecision(d)
 		n.buffer(t, d)
-		return
+		return nil
+	}
+	if from != nil && h.Epoch > n.promised {
+		n.promise(h.Epoch, 0) // the sender is in a newer epoch: follow it
+	}
+	if h.Epoch < n.promised {
+		n.stats.Stale++
+		return ErrStale
 	}
 	if next >= n.log.seenT && next > n.st.t {
 		n.log.seenT, n.log.seenAddr = next, src
 	}
 	switch {
 	case t < n.st.t:
+		if tk, ok := d.(*wire.Takeover); ok && tk.Epoch > n.st.epoch {
+			// An epoch began below where this node's log is: the decisions
+			// it applied from there are not the group's.
+			n.truncated(fmt.Sprintf("epoch %d began at T=%d, below this node's T=%d", tk.Epoch, t, n.st.t))
+			return nil
+		}
 		n.stats.Duplicates++
 	case t > n.st.t:
 		n.buffer(t, d)
 	default:
-		n.apply(d, false)
+		n.applyNext(d)
 		n.drain()
 	}
+	return nil
 }
 
 func (n *Node) buffer(t uint64, d wire.Decision) {
@@ -79,27 +101,63 @@ func (n *Node) buffer(t uint64, d wire.Decision) {
 
 // drain applies buffered decisions that are now next in line.
 func (n *Node) drain() {
-	for n.st != nil && n.stat != statusDone {
+	for n.st != nil && n.stat != statusDone && !n.xfer.need {
 		d, ok := n.log.future[n.st.t]
 		if !ok {
 			return
 		}
 		delete(n.log.future, n.st.t)
-		n.apply(d, false)
+		if !n.applyNext(d) {
+			return
+		}
 	}
+}
+
+// applyNext applies the decision at this node's T if it belongs to this
+// node's log, and reports whether it did.
+func (n *Node) applyNext(d wire.Decision) bool {
+	st := n.st
+	switch tk, isTakeover := d.(*wire.Takeover); {
+	case d.Era() == st.epoch && !isTakeover:
+		return n.apply(d, false)
+	case isTakeover && tk.Epoch > st.epoch && tk.PrevEpoch == st.epoch:
+		return n.apply(d, false)
+	case d.Era() > st.epoch:
+		// A decision of a newer epoch at this T, not the Takeover that
+		// began it from here: that epoch began below this T, on another
+		// branch of the log.
+		n.truncated(fmt.Sprintf("a decision of epoch %d at T=%d, and this node's log is of epoch %d", d.Era(), st.t, st.epoch))
+	default:
+		n.stats.Stale++ // an old epoch's decision at a T the log has since passed by another way
+	}
+	return false
 }
 
 // apply applies the decision at the current T. The server applies its own
 // decisions through here too (own), so that every node runs the same code.
-func (n *Node) apply(d wire.Decision, own bool) {
+// A decision that cannot be applied to this state (a correct log never holds
+// one) changes nothing: the node marks its state suspect and refetches it.
+func (n *Node) apply(d wire.Decision, own bool) bool {
+	n.applying++
+	defer func() { n.applying-- }()
 	st := n.st
 	t, next := d.Stamp()
+	if next <= t {
+		n.diverged("a decision that does not move T forward")
+		return false
+	}
 	switch d := d.(type) {
 	case *wire.OkToJoin:
-		if d.ID != st.nextID || st.memberByInc(d.Inc) != nil {
-			n.diverged()
+		before := len(st.members)
+		if d.ID != st.nextID || !st.addMember(d.ID, d.Inc, d.Addr) {
+			n.diverged(fmt.Sprintf("OkToJoin of node %d, which the state cannot admit", d.ID))
+			return false
 		}
-		st.addMember(d.ID, d.Inc, d.Addr)
+		if st.backup == 0 && before == 1 {
+			st.backup = d.ID // a group of one gains the backup it lacked
+		}
+		st.viewT = t
+		n.viewAckDue = true
 		n.emit(Event{Kind: EventMemberJoined, Node: d.ID, T: t})
 		if n.srv != nil {
 			n.srv.heard[d.ID] = true // its join request reached us this turn
@@ -109,31 +167,47 @@ func (n *Node) apply(d wire.Decision, own bool) {
 	case *wire.GroupFull:
 		// Nothing changes but T: the paper increments T for GROUP_FULL too.
 	case *wire.Left:
+		st.viewT = t
+		n.viewAckDue = true
 		n.dropMember(d.ID, t, EventMemberLeft, "left the group")
 	case *wire.Grant:
-		if queued := st.request(d); queued != d.Queued {
-			n.diverged()
+		if st.member(d.Node) != nil && st.wouldQueue(d.Resource) != d.Queued {
+			n.diverged(fmt.Sprintf("a grant of %q to node %d that the state would decide otherwise", d.Resource, d.Node))
+			return false
+		}
+		st.request(d)
+		if !d.Queued {
+			n.handedOff()
 		}
 		if d.Node == n.id {
 			n.ownDecided(d, t)
 		}
 	case *wire.Released:
-		matched, h, passed := st.release(d)
-		if !matched {
-			n.diverged()
+		if !st.releaseMatches(d) {
+			n.diverged(fmt.Sprintf("a release of %q by node %d, which does not hold it under token %d", d.Resource, d.Node, d.Token))
+			return false
 		}
+		h, passed := st.release(d)
 		if d.Node == n.id {
 			n.ownReleased(d)
 		}
 		if passed {
+			n.handedOff()
 			n.handedOver(h)
 		}
 	case *wire.Sync:
-		n.applySync(d, t)
+		if !n.applySync(d, t) {
+			return false
+		}
+	case *wire.Takeover:
+		if !n.applyTakeover(d, t, next) {
+			return false
+		}
 	}
 	if n.stat == statusDone {
-		return
+		return true
 	}
+	n.noteHeads(t)
 	st.t = next
 	n.keep(t, d)
 	if s, ok := d.(*wire.Sync); ok {
@@ -141,20 +215,34 @@ func (n *Node) apply(d wire.Decision, own bool) {
 		if own {
 			s.Digest = digest
 		} else if s.Digest != digest {
-			n.diverged()
+			n.diverged("the SYNC's digest differs from this node's state")
 		}
 	}
 	if n.hand != nil && st.t > n.hand.nextT {
 		n.hand = nil // decisions beyond the hand-over: the next server is at work
 	}
+	return true
 }
 
-func (n *Node) applySync(d *wire.Sync, t uint64) {
+// handedOff notes that a decision just applied hands a resource to someone:
+// the grantee may use it once the backup holds the decision, so the backup
+// says it does.
+func (n *Node) handedOff() {
+	if n.st.backup == n.id {
+		n.ackDue = true
+	}
+}
+
+func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 	st := n.st
+	if d.Remove != 0 && d.Remove == n.id && n.srv != nil {
+		n.diverged("a SYNC removing its own server")
+		return false
+	}
 	for _, m := range st.members {
 		m.silence = 0
 	}
-	selfUnheard := false
+	selfUnheard := slices.Contains(d.Unanswered, n.id)
 	for _, u := range d.Unheard {
 		if m := st.member(u.ID); m != nil {
 			m.silence = u.Ticks
@@ -166,12 +254,65 @@ func (n *Node) applySync(d *wire.Sync, t uint64) {
 	if at, ok := n.replies[d.Turn]; ok && !selfUnheard {
 		n.renew(at)
 	}
-	for _, id := range d.Remove {
-		n.dropMember(id, t, EventMemberRemoved, "removed by the group: not heard for longer than the lease")
+	if d.Remove != 0 {
+		st.viewT = t
+		n.viewAckDue = true
+		n.dropMember(d.Remove, t, EventMemberRemoved, "removed by the group: not heard for longer than the lease")
 		if n.stat == statusDone {
-			return
+			return true
 		}
 	}
+	st.backup = d.Backup
+	if st.backup != 0 && st.member(st.backup) == nil {
+		st.backup = 0
+	}
+	return true
+}
+
+// applyTakeover begins the epoch a takeover won (see epoch.go).
+func (n *Node) applyTakeover(d *wire.Takeover, t, next uint64) bool {
+	st := n.st
+	if st.member(d.Server) == nil || (d.Backup != 0 && st.member(d.Backup) == nil) {
+		n.diverged(fmt.Sprintf("a takeover by node %d, which is not in this node's view", d.Server))
+		return false
+	}
+	if srv, _ := st.sched.ServerAt(next); srv != d.Server {
+		n.diverged(fmt.Sprintf("a takeover by node %d whose turn does not start at T=%d", d.Server, next))
+		return false
+	}
+	st.markEpoch(d.Epoch, t)
+	st.backup = d.Backup
+	st.viewT = t
+	// Silences start again from zero: the old epoch's servers may have heard
+	// a member after the last SYNC (a turn may end in a takeover instead),
+	// and renewed its lease then. Counting from the takeover, the new
+	// epoch removes a member only after its lease, renewed at the latest
+	// under the old authority, has certainly run out.
+	for _, m := range st.members {
+		m.silence = 0
+	}
+	n.promise(d.Epoch, 0)
+	clear(n.acks) // positions were of the old epoch
+	// Grants this node waits to see take effect are in the new epoch's log
+	// (it continues this node's): the new backup must hold them now.
+	for _, p := range n.reqs {
+		if p.granted != 0 {
+			p.grantNeeds = d.Backup
+		}
+	}
+	if n.srv != nil {
+		n.srv = nil // a new tenure begins at Next: this node's own, or none
+	}
+	n.claim = nil
+	n.viewAckDue = true
+	n.handedOff()
+	how := "it knows every grant in effect"
+	if d.Wait {
+		how = "it waits out the leases of the old epoch before it grants"
+	}
+	n.emit(Event{Kind: EventEpoch, Node: d.Server, T: t, Epoch: d.Epoch,
+		Reason: fmt.Sprintf("epoch %d: node %d took over as server (backup %d); %s", d.Epoch, d.Server, d.Backup, how)})
+	return true
 }
 
 // dropMember applies a leave or a removal.
@@ -179,6 +320,7 @@ func (n *Node) dropMember(id wire.NodeID, t uint64, kind EventKind, reason strin
 	if m := n.st.member(id); m != nil {
 		delete(n.updSeen, m.inc)
 	}
+	delete(n.acks, id)
 	hand, _ := n.st.removeMember(id, t)
 	if id == n.id {
 		if kind == EventMemberLeft {
@@ -189,6 +331,9 @@ func (n *Node) dropMember(id wire.NodeID, t uint64, kind EventKind, reason strin
 		return
 	}
 	n.emit(Event{Kind: kind, Node: id, T: t, Reason: reason})
+	if len(hand) > 0 {
+		n.handedOff()
+	}
 	for _, h := range hand {
 		n.handedOver(h)
 	}
@@ -209,17 +354,27 @@ func (n *Node) ownDecided(g *wire.Grant, t uint64) {
 		n.emit(Event{Kind: EventQueued, Node: n.id, Resource: g.Resource, Req: g.Req, T: t})
 		return
 	}
-	n.granted(g.Resource, g.Req, t)
+	n.granted(g.Resource, g.Req, t, t+1)
 }
 
-// handedOver handles a resource passing to a new holder.
+// handedOver handles a resource passing to a new holder. A hand-over to
+// the head of the queue needs the backup to hold only the log up to when
+// this node became the head (see confirm.go).
 func (n *Node) handedOver(h handover) {
-	if h.to == n.id {
-		n.granted(h.resource, h.req, h.token)
+	if h.to != n.id {
+		return
 	}
+	need := h.token + 1
+	if p := n.reqs[h.resource]; p != nil && p.req == h.req && p.headAt != 0 {
+		need = p.headAt + 1
+	}
+	n.granted(h.resource, h.req, h.token, need)
 }
 
-func (n *Node) granted(resource string, req, token uint64) {
+// granted records a grant to this node in the log. It takes effect (and the
+// application hears of it) once the backup shows a log position of at
+// least need: see confirm.go.
+func (n *Node) granted(resource string, req, token, need uint64) {
 	if n.leave != nil {
 		return // the Left decision frees it; this node holds nothing more
 	}
@@ -228,18 +383,22 @@ func (n *Node) granted(resource string, req, token uint64) {
 		n.startRelease(resource, req, token) // cancelled meanwhile
 		return
 	}
-	delete(n.reqs, resource)
-	if n.leaseExpired() {
-		// The group might already count this node as dead: holding now could
-		// overlap with whoever it reclaims the resource for.
-		n.stats.Fenced++
-		n.emit(Event{Kind: EventLost, Node: n.id, Resource: resource, Req: req, Token: token,
-			Reason: "lease expired before the grant arrived"})
-		n.startRelease(resource, req, token)
-		return
+	p.granted, p.grantedAt, p.grantNeeds, p.need = token, n.now, n.st.backup, need
+	n.confirmGrants() // under a lease that lapsed, it is given back at once
+}
+
+// noteHeads records, for each request of this node that a holder's queue
+// now has at its head, the decision at which it got there.
+func (n *Node) noteHeads(t uint64) {
+	for _, name := range sortedKeys(n.reqs) {
+		p := n.reqs[name]
+		if p.headAt != 0 || p.granted != 0 {
+			continue
+		}
+		if r := n.st.resources[name]; r != nil && r.holder != 0 && len(r.queue) > 0 && r.queue[0].Node == n.id && r.queue[0].Req == p.req {
+			p.headAt = t
+		}
 	}
-	n.held[resource] = &holding{req: req, token: token}
-	n.emit(Event{Kind: EventGranted, Node: n.id, Resource: resource, Req: req, Token: token, T: token})
 }
 
 func (n *Node) ownReleased(d *wire.Released) {
@@ -265,16 +424,26 @@ func (n *Node) keep(t uint64, d wire.Decision) {
 
 // diverged notes that a decision disagreed with this node's state. The state
 // transfer that follows replaces it; until then the node does not serve.
-func (n *Node) diverged() {
+func (n *Node) diverged(why string) {
 	n.stats.Divergence++
 	n.xfer.need = true
+	n.xfer.why = why
+}
+
+// truncated notes that this node's log went past the point where a newer
+// epoch began: what it applied from there is not the group's. A state
+// transfer from the newer epoch replaces it.
+func (n *Node) truncated(why string) {
+	n.stats.Truncated++
+	n.xfer.need = true
+	n.xfer.why = why
 }
 
 // tickGap asks for missing decisions once a gap has lasted NakTicks.
 func (n *Node) tickGap() {
 	l := &n.log
 	_, have := l.future[n.st.t]
-	if l.seenT <= n.st.t || have || n.srv != nil {
+	if l.seenT <= n.st.t || have || n.srv != nil || n.xfer.need {
 		l.gap, l.nakTries = false, 0
 		return
 	}
@@ -306,20 +475,23 @@ func (n *Node) tickGap() {
 	}
 }
 
-func (n *Node) onNak(src string, m *wire.Nak) {
-	if n.st == nil {
-		return
+// onNak answers a node that misses decisions: with the decisions, if its log
+// is a prefix of this node's, else with this node's state.
+func (n *Node) onNak(src string, h wire.Header, m *wire.Nak) {
+	if n.st == nil || n.xfer.need || h.Epoch > n.promised {
+		return // nothing sound to send, or the asker is in a newer epoch
 	}
-	n.retransmit(src, m.From, int(min(m.Count, 64)))
+	n.retransmit(src, h.LogEpoch, m.From, int(min(m.Count, 64)))
 }
 
 // retransmit sends decisions from T=from on, directly to addr, which lacks
-// them; if they have left the window, a state transfer instead.
-func (n *Node) retransmit(addr string, from uint64, count int) {
-	if from >= n.publishedT() {
-		return
+// them and whose log ends in epoch logEpoch; if they have left the window, or
+// its log is not a prefix of this node's, a state transfer instead.
+func (n *Node) retransmit(addr string, logEpoch, from uint64, count int) {
+	if logEpoch > n.st.epoch || (from >= n.publishedT() && logEpoch == n.st.epoch) {
+		return // the asker is ahead of this node, or lacks nothing
 	}
-	if _, ok := n.log.window[from]; !ok {
+	if _, ok := n.log.window[from]; !ok || !n.st.onLog(logEpoch, from) {
 		n.sendSnapshot(addr)
 		return
 	}
@@ -338,23 +510,25 @@ func (n *Node) retransmit(addr string, from uint64, count int) {
 // catchUp answers a member that retried something already decided: it
 // missed the decision, so send it what it lacks (at most once per NakTicks).
 func (n *Node) catchUp(in inbound) {
-	if in.h.T >= n.publishedT() {
+	if in.h.T >= n.publishedT() && in.h.LogEpoch == n.st.epoch {
 		return
 	}
 	if at, ok := n.log.catchUp[in.h.From]; ok && n.now-at < uint64(n.cfg.NakTicks) {
 		return
 	}
 	n.log.catchUp[in.h.From] = n.now
-	n.retransmit(in.src, in.h.T, 64)
+	n.retransmit(in.src, in.h.LogEpoch, in.h.T, 64)
 }
 
 // transfer is the state-transfer machinery: reassembly of incoming chunks,
 // and rate limits on outgoing snapshots.
 type transfer struct {
-	need    bool // this node's state is suspect: fetch a fresh one
+	need    bool   // this node's state is suspect: fetch a fresh one
+	why     string // what made it suspect
 	askedAt uint64
 	asked   wire.NodeID
-	t       uint64 // the snapshot being reassembled
+	t       uint64 // the snapshot being reassembled: its T and the sender's log epoch
+	epoch   uint64
 	parts   [][]byte
 	got     int
 	sent    map[string]uint64 // destination → tick of last snapshot sent
@@ -363,7 +537,7 @@ type transfer struct {
 // sendSnapshot sends this node's state directly to addr, in chunks that
 // each fit a datagram.
 func (n *Node) sendSnapshot(addr string) {
-	if addr == "" {
+	if addr == "" || n.xfer.need {
 		return
 	}
 	if n.xfer.sent == nil {
@@ -375,6 +549,11 @@ func (n *Node) sendSnapshot(addr string) {
 	n.xfer.sent[addr] = n.now
 	if len(n.xfer.sent) > 256 {
 		n.xfer.sent = map[string]uint64{addr: n.now}
+	}
+	if n.srv != nil {
+		// The state holds the decisions held back too: send them first, so
+		// that no state shows a decision the log never carried.
+		n.flush()
 	}
 	data, err := n.codec.EncodeSnapshot(n.st.snapshot())
 	if err != nil {
@@ -389,19 +568,25 @@ func (n *Node) sendSnapshot(addr string) {
 	n.stats.SnapshotsSent++
 }
 
-func (n *Node) onStateRequest(src string) {
-	if n.st == nil || n.xfer.need {
+// onStateRequest answers a request for this node's state, if the state is
+// sound and current as far as the asker knows.
+func (n *Node) onStateRequest(src string, h wire.Header) {
+	if n.st == nil || n.xfer.need || h.Epoch > n.promised || n.st.epoch != n.promised {
 		return
 	}
 	n.sendSnapshot(src)
 }
 
-// tickTransfer asks for a state transfer while this node's state is suspect.
+// tickTransfer asks for a state transfer while this node's state is suspect:
+// first from the server it last heard, then around the members.
 func (n *Node) tickTransfer() {
 	if !n.xfer.need || n.now-n.xfer.askedAt < uint64(n.cfg.RetryTicks) {
 		return
 	}
 	to, _ := n.st.sched.After(n.xfer.asked)
+	if n.xfer.asked == 0 && n.pinger != 0 && n.pinger != n.id && n.st.member(n.pinger) != nil {
+		to = n.pinger
+	}
 	if to == n.id {
 		to, _ = n.st.sched.After(to)
 	}
@@ -413,43 +598,63 @@ func (n *Node) tickTransfer() {
 	n.sendTo(to, &wire.StateRequest{})
 }
 
-func (n *Node) onStateChunk(c *wire.StateChunk) {
-	if n.st != nil && !n.xfer.need && c.T <= n.st.t {
-		return // nothing newer than what we hold
+// wantsState reports whether this node asked for a state transfer: it is
+// joining, its state is suspect, it is filling a gap (a NAK may be answered
+// with the state) or catching up as the winner of a takeover. State sent
+// unasked is ignored: a node's state changes only by its own request.
+func (n *Node) wantsState() bool {
+	return n.st == nil || n.join != nil || n.xfer.need || n.log.gap || (n.claim != nil && n.claim.won)
+}
+
+// onStateChunk reassembles a state transfer and installs it.
+func (n *Node) onStateChunk(h wire.Header, c *wire.StateChunk) error {
+	if c.Count == 0 || c.Index >= c.Count {
+		return fmt.Errorf("arbiter: state chunk %d of %d", c.Index, c.Count)
+	}
+	if !n.wantsState() {
+		n.stats.Unasked++
+		return nil
+	}
+	if h.Epoch < n.promised {
+		n.stats.Stale++
+		return ErrStale // the sender's state is of an epoch this node has left
 	}
 	if n.srv != nil {
-		return
+		return nil
 	}
 	x := &n.xfer
-	// Chunks of equal T from different senders are interchangeable: equal
-	// states encode to equal bytes.
-	if x.parts == nil || c.T != x.t || int(c.Count) != len(x.parts) {
-		if x.parts != nil && c.T < x.t {
-			return
+	// Chunks of equal T and epoch from different senders are
+	// interchangeable: equal states encode to equal bytes.
+	if x.parts == nil || c.T != x.t || h.LogEpoch != x.epoch || int(c.Count) != len(x.parts) {
+		if x.parts != nil && after(x.epoch, x.t, h.LogEpoch, c.T) {
+			return nil // an older state than the one being reassembled
 		}
-		x.t, x.parts, x.got = c.T, make([][]byte, c.Count), 0
+		x.t, x.epoch, x.parts, x.got = c.T, h.LogEpoch, make([][]byte, c.Count), 0
 	}
 	if x.parts[c.Index] != nil {
-		return
+		return nil
 	}
 	x.parts[c.Index] = slices.Clone(c.Data)
 	x.got++
 	if x.got < len(x.parts) {
-		return
+		return nil
 	}
 	data := bytes.Join(x.parts, nil)
 	x.parts, x.got = nil, 0
 	snap, err := n.codec.DecodeSnapshot(data)
 	if err != nil {
 		n.stats.BadSnapshots++
-		return
+		return nil
 	}
 	n.install(snap)
+	return nil
 }
 
-// install replaces this node's state with a transferred one.
+// install replaces this node's state with a transferred one, sent by a node
+// of an epoch this node has not left (onStateChunk checked), and not behind
+// its own log unless that log is suspect.
 func (n *Node) install(snap *wire.Snapshot) {
-	if n.st != nil && snap.T < n.st.t {
+	if n.st != nil && !n.xfer.need && !after(snap.Epoch, snap.T, n.st.epoch, n.st.t) {
 		return
 	}
 	var me *wire.MemberState
@@ -466,17 +671,24 @@ func (n *Node) install(snap *wire.Snapshot) {
 	}
 	n.st = stateFromSnapshot(snap)
 	n.id = me.ID
-	n.xfer.need = false
+	n.xfer.need, n.xfer.why = false, ""
 	n.stats.Snapshots++
+	n.promise(snap.Epoch, 0)
+	// The window may hold decisions of a branch the group did not take.
+	clear(n.log.window)
+	n.log.order = n.log.order[:0]
 	for t := range n.log.future {
 		if t < n.st.t {
 			delete(n.log.future, t)
 		}
 	}
+	clear(n.acks)
 	if n.join != nil {
 		n.stat = statusSyncing
 		n.renew(n.join.since) // the server admitted us, so it heard our first join request
+		n.heardAt = n.now
 	}
+	n.viewAckDue = true
 	n.reconcile()
 	n.drain()
 	n.checkJoined()
@@ -492,51 +704,147 @@ func (n *Node) reconcile() {
 			n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: h.req, Token: h.token, Reason: "not held in the transferred state"})
 		}
 	}
+	for _, name := range sortedKeys(n.reqs) {
+		p := n.reqs[name]
+		if r := n.st.resources[name]; p.granted != 0 && (r == nil || r.holder != n.id || r.holderReq != p.req) {
+			p.granted = 0 // the grant is not in the group's log: ask again
+			p.sentAt = 0
+		}
+		p.headAt = 0 // the transferred state's history is not known here
+	}
 	for _, name := range n.st.resourceNames() {
 		r := n.st.resources[name]
 		if r.holder == n.id && n.held[name] == nil {
-			n.granted(name, r.holderReq, r.token)
-		}
-		if p := n.reqs[name]; p != nil {
-			queued := slices.ContainsFunc(r.queue, func(w wire.Waiter) bool { return w.Node == n.id && w.Req == p.req })
-			if queued && !p.queued {
-				n.emit(Event{Kind: EventQueued, Node: n.id, Resource: name, Req: p.req})
+			if p := n.reqs[name]; p == nil || p.granted != r.token {
+				n.granted(name, r.holderReq, r.token, r.token+1)
 			}
-			p.queued = queued
 		}
 	}
+	// A request the state does not queue is undecided as far as the group
+	// knows: it is sent again, not waited on.
+	for _, name := range sortedKeys(n.reqs) {
+		p := n.reqs[name]
+		r := n.st.resources[name]
+		queued := r != nil && slices.ContainsFunc(r.queue, func(w wire.Waiter) bool { return w.Node == n.id && w.Req == p.req })
+		if queued && !p.queued {
+			n.emit(Event{Kind: EventQueued, Node: n.id, Resource: name, Req: p.req})
+		}
+		if p.queued && !queued {
+			p.sentAt = 0
+		}
+		p.queued = queued
+	}
 }
+
+// maxRoleChanges bounds the role changes settle makes for one input:
+// becoming server and ending the turn at once, a SYNC to this node itself
+// (a group of one) and again. More would mean a turn that ends as it begins,
+// which a correct state never has; the rest waits for the next tick, and the
+// Stats count it.
+const maxRoleChanges = 8
 
 // settle runs the role changes that follow from the state: becoming server,
 // ending a turn, reporting a new server. It loops because one can lead to
 // another (a SYNC to oneself starts a new turn).
 func (n *Node) settle() {
+	for len(n.afterApply) > 0 && n.applying == 0 {
+		m := n.afterApply[0]
+		n.afterApply = n.afterApply[1:]
+		n.submit(m)
+	}
 	n.checkJoined() // a missing greeting may have been excused by a removal
-	for i := 0; i < 8; i++ {
+	n.confirmGrants()
+	for i := 0; ; i++ {
 		if n.st == nil || n.stat == statusDone {
-			return
+			break
+		}
+		if i == maxRoleChanges {
+			n.stats.SettleCapped++
+			break
 		}
 		srv := n.st.server()
 		if srv != n.lastSrv {
 			n.lastSrv = srv
 			n.emit(Event{Kind: EventServerChanged, Node: srv})
 		}
-		switch {
-		case srv == n.id && n.srv == nil && !n.xfer.need:
+		if srv == n.id && n.srv == nil && n.mayServe() {
 			n.becomeServer()
-		case srv != n.id && n.srv != nil:
-			n.srv = nil
-		case n.srv != nil && n.maybeEndTurn():
-		default:
-			return
+			continue
 		}
+		if srv != n.id && n.srv != nil {
+			n.srv = nil
+			continue
+		}
+		if n.srv != nil && n.maybeEndTurn() {
+			continue
+		}
+		break
 	}
+	n.sendAcks()
 }
 
-func (n *Node) onPing(src string, p *wire.Ping) {
-	if n.st == nil || n.st.member(n.id) == nil || n.xfer.need {
-		return
+// mayServe reports whether this node may take up the turn its state gives
+// it: its state is sound and of the epoch it follows, it is not claiming, and
+// it did not just step down for want of a majority.
+func (n *Node) mayServe() bool {
+	return !n.xfer.need && n.st.epoch == n.promised && n.claim == nil && n.now >= n.resumeAt && n.st.member(n.id) != nil
+}
+
+// onPing answers a server's ping. The answer promises that this node votes
+// for no takeover within Params.TakeoverTicks (see AuthorityTicks), so it is
+// given only to a server of an epoch this node has not left, and only by a
+// member (which counts toward the server's majority).
+func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) error {
+	if n.st == nil || n.st.member(n.id) == nil || from == nil {
+		return nil
 	}
+	if h.Epoch < n.promised {
+		// A server of an old epoch: answer, so that it sees the newer epoch
+		// in the header and steps down, but promise it nothing.
+		n.stats.Stale++
+		n.out = append(n.out, Outbound{Addr: src, Msg: &wire.PingReply{Turn: p.Turn, Probe: p.Probe}})
+		return ErrStale
+	}
+	if h.From != n.pinger && after(n.pingEpoch, n.pingT, h.LogEpoch, h.T) {
+		// A ping older than the last one answered, from another node: a
+		// late copy from before a handover. Its sender is no server now,
+		// and this node's answers to the current one promised that one
+		// alone its vote.
+		n.stats.Stale++
+		return ErrStale
+	}
+	n.promise(h.Epoch, 0)
+	n.heardAt, n.pinger, n.pingedAt = n.now, h.From, n.now
+	if !after(n.pingEpoch, n.pingT, h.LogEpoch, h.T) {
+		n.pingEpoch, n.pingT = h.LogEpoch, h.T
+	}
+	if n.claim != nil {
+		// The answer below promises no vote for the takeover timeout, this
+		// node's own included: a server is alive, in an epoch this node
+		// follows.
+		n.abandonClaim(fmt.Sprintf("the server, node %d, is heard", h.From))
+	}
+	if p.Reachable != 0 {
+		n.reachable = int(p.Reachable)
+	}
+	if n.srv == nil && n.claim == nil && p.Reachable != 0 {
+		if n.majority(n.reachable) {
+			n.quorumRegained(fmt.Sprintf("the server, node %d, reaches %d of %d members", h.From, p.Reachable, len(n.st.members)))
+		} else {
+			n.quorumLost(fmt.Sprintf("the server, node %d, reaches only %d of %d members", h.From, p.Reachable, len(n.st.members)))
+		}
+	}
+	if p.Prev != 0 && p.ViewT == n.st.viewT && h.LogEpoch == n.st.epoch && !slices.Contains(p.Unanswered, n.id) {
+		// The server, with a majority's authority, heard our answer to its
+		// previous ping before it sent this one: the lease runs from that
+		// answer, as from a SYNC's (see applySync). Only if this node's
+		// view is the server's: one that removed this node lists it
+		// nowhere.
+		if at, ok := n.answeredAt(h.From, p.Prev); ok {
+			n.renew(at)
+		}
+	}
+	n.noteAnswer(h.From, p.Probe)
 	if _, ok := n.replies[p.Turn]; !ok {
 		n.replies[p.Turn] = n.now
 		if len(n.replies) > 16 {
@@ -544,6 +852,7 @@ func (n *Node) onPing(src string, p *wire.Ping) {
 		}
 	}
 	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.PingReply{Turn: p.Turn, Probe: p.Probe}})
+	return nil
 }
 
 // replayWindow drops duplicate and very late application updates from one

@@ -19,6 +19,9 @@ var (
 	// ErrForged: the datagram claims a member's ID with the wrong
 	// incarnation. It was dropped and counted.
 	ErrForged = errors.New("arbiter: sender does not match the member it claims to be")
+	// ErrStale: the datagram comes from a server or a log of an epoch this
+	// node has left behind. It was dropped and counted.
+	ErrStale = errors.New("arbiter: message of an epoch this node has left")
 	// ErrNotMember: the node is not (yet) a member of the group.
 	ErrNotMember = errors.New("arbiter: not a member of the group")
 	// ErrBusy: this node already holds or waits for the resource.
@@ -58,15 +61,70 @@ type Node struct {
 	hand    *handoff // a SYNC not yet confirmed by the next server
 	lastSrv wire.NodeID
 	recent  []inbound // requests seen while not server, for the next turn
+	// probeSeq numbers this node's pings over all its tenures.
+	probeSeq uint64
+	// applying counts the decisions being applied (see submit); afterApply
+	// holds the operations submitted meanwhile.
+	applying   int
+	afterApply []wire.Message
+
+	// Epochs (see epoch.go). promised is the highest epoch this node has
+	// voted for or entered; votedFor is whom it voted for in that epoch.
+	promised uint64
+	votedFor wire.NodeID
+	// heardAt is the tick of the last ping this node got from a server of
+	// an epoch it has not left, and pinger that server: the node votes for
+	// no takeover (but the pinger's own) within Params.TakeoverTicks of it.
+	heardAt uint64
+	pinger  wire.NodeID
+	// pingEpoch and pingT are the log position (epoch, T) the pinger
+	// showed: a ping from another node that shows an older one is a late
+	// copy from before a handover, and must not take the promise back.
+	pingEpoch, pingT uint64
+	// pingedAt is the tick of the last ping itself, for reports: heardAt
+	// also moves when this node votes or gives up a claim. reachable is how
+	// many members the pinging server said answered it.
+	pingedAt  uint64
+	reachable int
+	claim     *claiming
+	// maxEpoch is the highest epoch seen promised by any member: a new
+	// claim goes above it.
+	maxEpoch     uint64
+	failedClaims uint64 // claims given up in a row: see jitter
+	// resumeAt is when a server that stepped down for want of a majority
+	// may take up its turn again.
+	resumeAt uint64
+	// pendingAuth is the authority a takeover won (its voters' promises),
+	// for the tenure that follows; frozenUntil is the tick before which a
+	// server that could not prove it knows every grant in effect grants
+	// nothing (see finishTakeover).
+	pendingAuth     uint64
+	frozenUntil     uint64
+	lastQuorumEvent uint64
 
 	nextReq uint64
 	reqs    map[string]*pending // requested, not yet granted
 	held    map[string]*holding
 	rels    map[uint64]*pending // releases and cancels not yet decided, by request ID
 	leave   *pending
-	news    uint64            // tick of the last sign of a server at work
-	anchor  uint64            // tick from which the lease runs
-	replies map[uint64]uint64 // ping turn → tick of this node's first reply
+	// leaveQuiet counts the leave's retries with no datagram from a member
+	// in between: retries, not ticks, so that a pause spent leaving does not
+	// count as the group's silence.
+	leaveQuiet int
+	anchor     uint64            // tick from which the lease runs
+	replies    map[uint64]uint64 // ping turn → tick of this node's first reply
+	// answered holds this node's first reply to each of the last pings,
+	// by server and probe: a later ping that confirms the answer renews
+	// the lease from it.
+	answered [answeredPings]answer
+
+	// acks (see confirm.go): the highest log position each member has shown
+	// in this epoch, and whether this node owes an Ack.
+	acks          map[wire.NodeID]uint64
+	ackDue        bool // the backup applied a hand-over: multicast an Ack
+	viewAckDue    bool // a change of the view or epoch was applied: tell the server
+	ackRequestAt  uint64
+	ackRequestFor uint64
 
 	join *joining
 
@@ -89,6 +147,16 @@ type pending struct {
 	queued   bool   // a request the server has queued
 	since    uint64 // tick of the first send
 	sentAt   uint64 // tick of the last send
+	// granted is the token of a grant decided for this request and not yet
+	// in effect: the backup has not shown it holds the decision.
+	granted    uint64
+	grantedAt  uint64
+	grantNeeds wire.NodeID // the backup at the time of the grant
+	need       uint64      // the log position the backup must show
+	// headAt is the decision after which the request stood first in its
+	// resource's queue, behind a holder: from then on the resource could
+	// pass to nobody else first (see confirm.go).
+	headAt uint64
 }
 
 type holding struct {
@@ -109,16 +177,23 @@ type inbound struct {
 type Stats struct {
 	Foreign       uint64 // datagrams of another group or run
 	Forged        uint64 // sender did not match its claimed member
+	Stale         uint64 // messages of an epoch this node has left
 	NotMember     uint64 // requests from non-members, ignored
 	TooMany       uint64 // requests for a new resource with Limits.MaxResources in use
 	Duplicates    uint64 // decisions already applied
 	Divergence    uint64 // decisions or digests that disagreed with this node's state
+	Truncated     uint64 // times this node's log went past where a new epoch began: state refetched
 	NaksSent      uint64
 	Retransmitted uint64 // decisions sent again in answer to a NAK or a retry
 	SnapshotsSent uint64
 	Snapshots     uint64 // state transfers installed
 	BadSnapshots  uint64
+	Unasked       uint64 // state transfers this node did not ask for, ignored
 	Fenced        uint64 // resources given up because the lease ran out
+	Claims        uint64 // takeovers this node started
+	Takeovers     uint64 // takeovers this node won
+	StepDowns     uint64 // times this node stopped serving: a majority did not answer, or a newer epoch
+	SettleCapped  uint64 // role changes left to the next input (see settle)
 }
 
 // New returns a node for cfg. With cfg.Bootstrap it founds a group at once;
@@ -139,6 +214,7 @@ func New(cfg Config) (*Node, error) {
 		rels:    map[uint64]*pending{},
 		replies: map[uint64]uint64{},
 		updSeen: map[uint64]*replayWindow{},
+		acks:    map[wire.NodeID]uint64{},
 	}
 	n.log.init()
 	if cfg.Bootstrap {
@@ -165,6 +241,9 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	if h.Inc == n.cfg.Inc {
 		return nil // our own multicast, looped back
 	}
+	if m == nil {
+		return fmt.Errorf("arbiter: nil message")
+	}
 	if n.st != nil && h.Instance != 0 && h.Instance != n.st.instance {
 		n.stats.Foreign++
 		return ErrForeignGroup
@@ -173,27 +252,47 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	if n.st != nil && h.From != 0 {
 		from = n.st.member(h.From)
 		if from != nil && from.inc != h.Inc {
+			// Another incarnation under a member's ID: a forgery, or a node
+			// that holds an ID from a branch of the log the group did not
+			// take. It is no member: it may ask to join or for decisions,
+			// as a newcomer may, and nothing it says counts as the member's.
 			n.stats.Forged++
-			return ErrForged
+			switch m.(type) {
+			case *wire.JoinRequest, *wire.Nak:
+				h.From, from = 0, nil
+			default:
+				return ErrForged
+			}
 		}
+	}
+	if n.implausible(h, m) {
+		n.stats.Forged++
+		return ErrForged
 	}
 	if n.join != nil && h.Instance != 0 {
 		n.join.sawGroup = true
 	}
 	n.observe(src, h)
-	if n.st != nil && from != nil && (h.T > n.st.t || (h.T == n.st.t && h.From == n.st.server())) {
-		n.news = n.now
+	if from != nil {
+		n.noteAck(h)
+		if h.Epoch > n.maxEpoch {
+			n.maxEpoch = h.Epoch
+		}
 	}
 	if n.srv != nil && from != nil {
 		n.srv.heard[h.From] = true
+	}
+	if from != nil {
+		n.leaveQuiet = 0 // the group is there to record a leave
 	}
 	if n.hand != nil && h.From == n.hand.to && h.T >= n.hand.nextT {
 		n.hand = nil // the next server has the SYNC
 	}
 	in := inbound{src: src, h: h, m: m, at: n.now}
+	var err error
 	switch m := m.(type) {
 	case wire.Decision:
-		n.onDecision(src, h, m)
+		err = n.onDecision(src, h, from, m)
 	case *wire.JoinRequest:
 		n.onJoinRequest(in, m)
 	case *wire.Greeting:
@@ -205,37 +304,46 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 			n.remember(in)
 		}
 	case *wire.Ping:
-		n.onPing(src, m)
+		err = n.onPing(src, h, from, m)
 	case *wire.PingReply:
-		if n.srv != nil && from != nil && m.Turn == n.srv.turn {
-			n.srv.answered[h.From] = true
-			if h.From == n.srv.confirming && m.Probe == n.srv.probe {
-				n.srv.confirmed = true
-			}
-		}
+		n.onPingReply(h, from, m)
 	case *wire.Nak:
-		n.onNak(src, m)
+		n.onNak(src, h, m)
 	case *wire.StateRequest:
-		n.onStateRequest(src)
+		n.onStateRequest(src, h)
 	case *wire.StateChunk:
-		n.onStateChunk(m)
+		err = n.onStateChunk(h, m)
 	case *wire.Update:
 		n.onUpdate(h, m)
-	case *wire.Heartbeat:
-		// Its T was observed above; that is its whole purpose.
+	case *wire.Claim:
+		n.onClaim(src, h, from, m)
+	case *wire.Vote:
+		n.onVote(src, h, from, m)
+	case *wire.Ack:
+		// Its header was noted above: that is its whole content.
+	case *wire.AckRequest:
+		n.onAckRequest(src, m)
 	default:
 		return fmt.Errorf("arbiter: unexpected message %T", m)
 	}
 	n.settle()
-	return nil
+	return err
 }
 
 // Tick advances the machine's time by one tick and runs its timers.
-func (n *Node) Tick() {
-	if n.stat == statusDone {
+func (n *Node) Tick() { n.TickBy(1) }
+
+// TickBy advances the machine's time by k ticks at once and runs its timers,
+// as a runtime that missed k ticks must (the process was paused, or the
+// machine suspended): every timer then sees the time it really is. Ticking
+// k times instead would replay the gap as if it were the past: a grant
+// applied before the pause would take effect in the first of those ticks,
+// under a lease that, in truth, ran out long ago.
+func (n *Node) TickBy(k uint64) {
+	if n.stat == statusDone || k == 0 {
 		return
 	}
-	n.now++
+	n.now += k
 	if n.st == nil {
 		n.tickJoin()
 		n.settle()
@@ -247,12 +355,12 @@ func (n *Node) Tick() {
 	n.tickRetries()
 	n.tickGap()
 	n.tickLease()
+	n.tickConfirm()
 	n.tickTransfer()
 	if n.srv != nil {
 		n.tickServer()
-	} else {
-		n.tickQuiet()
 	}
+	n.tickTakeover()
 	n.tickHandoff()
 	n.settle()
 }
@@ -262,9 +370,10 @@ func (n *Node) HasReady() bool { return len(n.out) > 0 || len(n.events) > 0 }
 
 // Ready returns what the machine has produced since the last Advance.
 func (n *Node) Ready() Ready {
-	h := wire.Header{Group: n.cfg.Group, From: n.id, Inc: n.cfg.Inc, T: n.publishedT()}
+	h := wire.Header{Group: n.cfg.Group, From: n.id, Inc: n.cfg.Inc, T: n.publishedT(), Epoch: n.promised}
 	if n.st != nil {
 		h.Instance = n.st.instance
+		h.LogEpoch = n.st.epoch
 	}
 	return Ready{Header: h, Messages: n.out, Events: n.events}
 }
@@ -322,6 +431,50 @@ func (n *Node) Cancel(resource string) error {
 	return nil
 }
 
+// Bounds on how far ahead of this node's state a datagram may place the
+// group. Epochs grow by one a claim and timestamps by TakeoverGap a
+// takeover at most, each a takeover timeout apart, and a member that falls
+// behind for longer than a lease is removed: legitimate traffic stays far
+// inside them. A datagram beyond them (the sender fields of a member are
+// readable on the wire) would have every member promise an epoch or chase a
+// timestamp near the top of its range, after which no takeover could be
+// numbered: it is dropped as forged.
+const (
+	maxEpochLead = 1 << 16
+	maxTLead     = 1 << 40
+)
+
+// implausible reports whether a datagram places the group beyond those
+// bounds. A node without state has nothing to measure by.
+func (n *Node) implausible(h wire.Header, m wire.Message) bool {
+	if n.st == nil {
+		return false
+	}
+	epoch, t := max(n.promised, n.st.epoch), n.st.t
+	far := func(e, ts uint64) bool { return e > epoch+maxEpochLead || ts > t+maxTLead }
+	switch m := m.(type) {
+	case wire.Decision:
+		dt, next := m.Stamp()
+		if far(m.Era(), max(dt, next)) {
+			return true
+		}
+	case *wire.Claim:
+		if far(m.Epoch, 0) {
+			return true
+		}
+	case *wire.Vote:
+		if far(max(m.Epoch, m.Prior), m.SeenT) {
+			return true
+		}
+	}
+	return far(max(h.Epoch, h.LogEpoch), h.T)
+}
+
+// LeaveUnconfirmed is the Reason of an EventLeft that no decision of the
+// group confirmed: the node gave up asking, and the group may still count it
+// as a member until it removes it.
+const LeaveUnconfirmed = "leave not confirmed; assuming the group has dropped this node"
+
 // Leave asks the group to record this node's departure; EventLeft follows.
 // The resources it holds are released by the same decision.
 func (n *Node) Leave() error {
@@ -343,6 +496,7 @@ func (n *Node) Leave() error {
 	n.reqs = map[string]*pending{}
 	n.rels = map[uint64]*pending{}
 	n.leave = &pending{since: n.now, sentAt: n.now}
+	n.leaveQuiet = 0
 	if n.srv != nil && len(n.st.members) > 1 {
 		n.srv.leaving = true // finish the turn first, then leave as a member
 		n.settle()
@@ -369,8 +523,15 @@ func (n *Node) Publish(topic string, data []byte) error {
 
 // submit sends one of this node's own operations: straight into the server
 // logic if this node is the server and may decide now (self-delivery costs
-// no datagram), else by multicast.
+// no datagram), else by multicast. An operation that applying a decision
+// gives rise to (releasing a grant nobody wants any more) waits until the
+// decision is applied: a decision made in the middle of applying another
+// would take the same timestamp.
 func (n *Node) submit(m wire.Message) {
+	if n.applying > 0 {
+		n.afterApply = append(n.afterApply, m)
+		return
+	}
 	if n.srv != nil && n.canDecide() {
 		n.serve(inbound{src: n.cfg.Addr, h: n.selfHeader(), m: m, at: n.now})
 		return
@@ -379,7 +540,8 @@ func (n *Node) submit(m wire.Message) {
 }
 
 func (n *Node) selfHeader() wire.Header {
-	return wire.Header{Group: n.cfg.Group, Instance: n.st.instance, From: n.id, Inc: n.cfg.Inc, T: n.st.t}
+	return wire.Header{Group: n.cfg.Group, Instance: n.st.instance, From: n.id, Inc: n.cfg.Inc, T: n.st.t,
+		Epoch: n.promised, LogEpoch: n.st.epoch}
 }
 
 func (n *Node) requestMsg(p *pending) *wire.Request {
@@ -391,7 +553,7 @@ func (n *Node) requestMsg(p *pending) *wire.Request {
 func (n *Node) floor() uint64 {
 	f := n.nextReq
 	for _, p := range n.reqs {
-		if !p.queued && p.req <= f {
+		if !p.queued && p.granted == 0 && p.req <= f {
 			f = p.req - 1
 		}
 	}
@@ -414,10 +576,16 @@ func (n *Node) tickRetries() {
 	n.retry(retry)
 	if n.leave != nil && n.now-n.leave.sentAt >= retry {
 		n.leave.sentAt = n.now
-		if n.now-n.leave.since > uint64(n.st.params.LeaseTicks+n.st.params.LeaseMarginTicks) {
-			// Nobody recorded the leave for a whole lease: the group has
-			// removed this node or is gone. Either way it is out.
-			n.finish(EventLeft, "leave not confirmed; assuming the group has dropped this node")
+		n.leaveQuiet++
+		if uint64(n.leaveQuiet)*retry > uint64(n.st.params.LeaseTicks+n.st.params.LeaseMarginTicks) {
+			// No member was heard for a whole lease of retries: the group
+			// has removed this node or is gone. Either way it is out. As
+			// long as members are heard it keeps asking: a member that
+			// gave up while the group still counts it (as a server that
+			// waited out a takeover, or a process paused while leaving,
+			// would) is a member lost to a group that may have no majority
+			// left without it.
+			n.finish(EventLeft, LeaveUnconfirmed)
 			return
 		}
 		n.submit(&wire.LeaveRequest{})
@@ -429,7 +597,7 @@ func (n *Node) tickRetries() {
 func (n *Node) retry(after uint64) {
 	for _, name := range sortedKeys(n.reqs) {
 		p := n.reqs[name]
-		if !p.queued && n.now-p.sentAt >= after {
+		if !p.queued && p.granted == 0 && n.now-p.sentAt >= after {
 			p.sentAt = n.now
 			m := n.requestMsg(p)
 			m.Retry = true
@@ -456,6 +624,40 @@ func (n *Node) resubmit() { n.retry(0) }
 
 // renew extends the lease from a tick at which this node is known to have
 // been heard by a server.
+// answeredPings is how many pings' replies a member remembers: the one
+// before the current ping to all, and direct pings in between.
+const answeredPings = 16
+
+type answer struct {
+	server wire.NodeID
+	probe  uint64
+	at     uint64
+}
+
+// noteAnswer records this node's first reply to a ping.
+func (n *Node) noteAnswer(server wire.NodeID, probe uint64) {
+	oldest := 0
+	for i, a := range n.answered {
+		if a.server == server && a.probe == probe {
+			return
+		}
+		if a.at < n.answered[oldest].at {
+			oldest = i
+		}
+	}
+	n.answered[oldest] = answer{server: server, probe: probe, at: n.now}
+}
+
+// answeredAt returns the tick of this node's first reply to a ping.
+func (n *Node) answeredAt(server wire.NodeID, probe uint64) (uint64, bool) {
+	for _, a := range n.answered {
+		if a.server == server && a.probe == probe && a.at != 0 {
+			return a.at, true
+		}
+	}
+	return 0, false
+}
+
 func (n *Node) renew(at uint64) {
 	if at > n.anchor {
 		n.anchor = at
@@ -467,9 +669,10 @@ func (n *Node) leaseExpired() bool {
 }
 
 // tickLease fences this node: once its lease has run out it must assume the
-// group may reclaim what it holds, so it stops using it and releases it.
+// group may reclaim what it holds, so it stops using it and releases it; and
+// it gives up the grants it waits to see take effect (see dropPendingGrants).
 func (n *Node) tickLease() {
-	if len(n.held) == 0 || !n.leaseExpired() {
+	if !n.leaseExpired() {
 		return
 	}
 	for _, name := range sortedKeys(n.held) {
@@ -480,19 +683,29 @@ func (n *Node) tickLease() {
 			Reason: fmt.Sprintf("lease expired: no confirmed contact with the group for %d ticks", n.now-n.anchor)})
 		n.startRelease(name, h.req, h.token)
 	}
+	n.dropPendingGrants()
 }
 
-// tickQuiet speaks up when no server has been heard from for two heartbeat
-// periods. A lost SYNC leaves the next server unaware of its turn until some
-// packet carries the newer T to it (paper section 4.2); in an idle group no
-// packet would, so every member that notices the silence multicasts a
-// heartbeat with its own T.
-func (n *Node) tickQuiet() {
-	if n.now-n.news < 2*uint64(n.cfg.HeartbeatTicks) {
-		return
+// dropPendingGrants gives back every grant decided for this node that has
+// not taken effect, once its lease has run out: the application asks again.
+// A grant must take effect under a lease that never lapsed since the grant
+// reached this node. Otherwise the group may have removed this node
+// meanwhile, on a branch of the log that a takeover then cut off, and handed
+// the resource on (early, to the head of its queue; see confirm.go) with a
+// higher token: a lease renewed in the new epoch would let the old grant take
+// effect beside that holder, and its token would go back.
+func (n *Node) dropPendingGrants() {
+	for _, name := range sortedKeys(n.reqs) {
+		p := n.reqs[name]
+		if p.granted == 0 {
+			continue
+		}
+		delete(n.reqs, name)
+		n.stats.Fenced++
+		n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: p.req, Token: p.granted,
+			Reason: "lease expired before the grant took effect"})
+		n.startRelease(name, p.req, p.granted)
 	}
-	n.news = n.now
-	n.multicast(&wire.Heartbeat{})
 }
 
 // finish stops the node for good.
@@ -504,7 +717,7 @@ func (n *Node) finish(kind EventKind, reason string) {
 	n.held = map[string]*holding{}
 	n.reqs = map[string]*pending{}
 	n.rels = map[uint64]*pending{}
-	n.leave, n.srv, n.hand, n.join = nil, nil, nil, nil
+	n.leave, n.srv, n.hand, n.join, n.claim = nil, nil, nil, nil, nil
 	n.stat = statusDone
 	n.emit(Event{Kind: kind, Node: n.id, Reason: reason})
 }
@@ -512,6 +725,9 @@ func (n *Node) finish(kind EventKind, reason string) {
 func (n *Node) emit(e Event) {
 	if n.st != nil && e.T == 0 {
 		e.T = n.st.t
+	}
+	if n.st != nil && e.Epoch == 0 {
+		e.Epoch = n.st.epoch
 	}
 	n.events = append(n.events, e)
 }

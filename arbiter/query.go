@@ -24,6 +24,10 @@ func (n *Node) Joined() bool { return n.stat == statusMember }
 // Stopped reports whether the node left, was removed or was refused.
 func (n *Node) Stopped() bool { return n.stat == statusDone }
 
+// Leaving reports whether the node asked to leave and waits for the group to
+// record it.
+func (n *Node) Leaving() bool { return n.leave != nil }
+
 // T returns the node's group timestamp: the T of the next decision it will
 // apply. Zero before it has the state.
 func (n *Node) T() uint64 {
@@ -72,13 +76,85 @@ func (n *Node) Server() (wire.NodeID, bool) {
 // IsServer reports whether this node is acting as server now.
 func (n *Node) IsServer() bool { return n.srv != nil }
 
-// NextServer returns the member this server would hand its turn to if the
-// turn ended now, and false if this node is not the server.
-func (n *Node) NextServer() (wire.NodeID, bool) {
-	if n.srv == nil {
+// Backup returns the member that backs the server up: a grant takes effect
+// once it holds the decision, and the turn goes to it next. Zero in a group
+// of one.
+func (n *Node) Backup() wire.NodeID {
+	if n.st == nil {
+		return 0
+	}
+	return n.st.backup
+}
+
+// Epoch returns the epoch of the node's log (the last takeover it applied),
+// and Promised the highest epoch it has voted for or entered.
+func (n *Node) Epoch() uint64 {
+	if n.st == nil {
+		return 0
+	}
+	return n.st.epoch
+}
+
+// Promised returns the highest epoch this node has voted for or entered: it
+// refuses servers of lower epochs.
+func (n *Node) Promised() uint64 { return n.promised }
+
+// HasAuthority reports whether this node is the server and a majority of
+// the view answered it within the authority: only then does it decide.
+func (n *Node) HasAuthority() bool { return n.hasAuthority() }
+
+// Frozen reports whether this node is a server that won a takeover it could
+// not prove safe and waits out the old epoch's leases before it grants.
+func (n *Node) Frozen() bool { return n.srv != nil && n.frozen() }
+
+// Claiming reports whether this node is asking for a takeover, and of which
+// epoch.
+func (n *Node) Claiming() (uint64, bool) {
+	if n.claim == nil {
 		return 0, false
 	}
-	return n.chooseNext(nil), true
+	return n.claim.epoch, true
+}
+
+// SinceHeard returns how many ticks ago a server last pinged this node (for
+// the server itself, since it sent the last ping a majority answered), and
+// which server.
+func (n *Node) SinceHeard() (uint64, wire.NodeID) {
+	if n.srv != nil {
+		return n.now - max(n.srv.start, n.srv.majorityAt), n.id
+	}
+	return n.now - n.pingedAt, n.pinger
+}
+
+// Quorum reports whether this node reaches a majority of its view.
+func (n *Node) Quorum() Quorum {
+	if n.st == nil {
+		return Quorum{}
+	}
+	q := Quorum{Members: len(n.st.members)}
+	switch {
+	case n.srv != nil:
+		q.Held = n.hasAuthority()
+		q.Reachable = n.reach()
+	case n.claim != nil:
+		q.Reachable = n.countVotes(n.claim)
+	default:
+		q.Held = n.pinger != 0 && n.now-n.pingedAt < n.st.params.TakeoverTicks && n.majority(n.reachable)
+		if n.now-n.pingedAt < n.st.params.TakeoverTicks {
+			q.Reachable = n.reachable
+		}
+	}
+	return q
+}
+
+// LeaseExpiry returns the tick at which this node's lease runs out unless it
+// is renewed: from then on it must not use what it holds. Zero before it has
+// the state.
+func (n *Node) LeaseExpiry() uint64 {
+	if n.st == nil {
+		return 0
+	}
+	return n.anchor + n.st.params.LeaseTicks
 }
 
 // HandoffTarget returns the member this node has sent its SYNC to and not yet

@@ -1,6 +1,7 @@
 package arbiter
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/mcnode/mcnode/clock"
@@ -12,23 +13,60 @@ type tenure struct {
 	turn      uint64 // T at which the turn began: names it in Ping and SYNC
 	start     uint64 // tick at which it began
 	decisions int
-	heard     map[wire.NodeID]bool // members heard from during the turn: not silent
-	// answered are the members that replied to this turn's ping: they have
-	// the state and can be handed the turn.
+	// heard are the members heard from during the turn (any datagram, or
+	// admitted in it): not silent, so not to be removed. replied are those
+	// that answered a ping of the turn: the SYNC renews a member's lease
+	// from its first answer, which it knows it sent during the turn. The
+	// two differ: a request a member sent before a pause may arrive in the
+	// turn while the pings wait unread in its socket, and the answers it
+	// sends once it resumes may come after the SYNC.
+	heard, replied map[wire.NodeID]bool
+	// answered are the members that replied to this turn's pings with a log
+	// of the server's epoch: they have the state and can back a server up.
 	answered map[wire.NodeID]bool
-	pingedAt uint64
-	// confirming is the successor being asked, directly, whether it is still
+	// Pings (paper figure A, repeated every HeartbeatTicks): the answers of
+	// a majority to one of them give the server its authority until the
+	// ping's send tick plus AuthorityTicks. Pings are numbered across the
+	// node's tenures (Node.probeSeq): an answer that waited out a pause in
+	// the socket must never pass for an answer to a newer ping.
+	probe     uint64 // number of the last ping sent
+	probes    map[uint64]*probe
+	pingAt    uint64 // tick of the last multicast ping
+	retryAt   uint64 // tick of the last direct ping to members that did not answer
+	authUntil uint64 // the server decides only before this tick
+	// counted is where silences are counted from: the start of the turn,
+	// or the last time the server regained a majority after losing it. A
+	// server that was paused, or cut off, blames nobody for its own
+	// silence.
+	counted uint64
+	// confirming is the backup being asked, directly, whether it is still
 	// alive before the SYNC goes to it; confirmAt is when that began, and
-	// confirmed says it answered.
+	// confirmed says it answered a ping sent since.
 	confirming wire.NodeID
 	confirmAt  uint64
 	confirmed  bool
-	probe      uint64          // number of the last confirmation ping
 	lazy       []wire.Decision // applied, not yet sent: nobody waits on them
 	lazyAt     uint64
 	lastCast   uint64
-	leaving    bool // this node leaves once the turn is handed over
+	leaving    bool      // this node leaves once the turn is handed over
+	deferred   []inbound // join requests waiting for the last view change to be known to a majority
+	hadAuth    bool      // authority was held at some point of the turn
+	lostAt     uint64    // when authority last lapsed
+	majorityAt uint64    // send tick of the last ping a majority answered
+	lastAll    uint64    // the last ping to all members
 }
+
+// probe is one ping and the members that answered it.
+type probe struct {
+	sentAt   uint64
+	from     map[wire.NodeID]bool
+	majority bool
+	all      bool // multicast to every member, not a direct ping of one
+}
+
+// maxProbes bounds the pings a tenure remembers: an answer to an older one
+// arrives after several newer pings and would give no longer authority.
+const maxProbes = 16
 
 // handoff is a SYNC sent to the next server and not yet seen acted on. It is
 // sent again, directly, until the next server shows it has it: a lost SYNC
@@ -43,14 +81,18 @@ type handoff struct {
 }
 
 // becomeServer starts this node's turn: ping every member (paper figure A),
-// then serve what was asked of the previous server and not yet decided.
+// then serve what was asked of the previous server and not yet decided, once
+// a majority has answered.
 func (n *Node) becomeServer() {
-	n.srv = &tenure{turn: n.st.t, start: n.now, heard: map[wire.NodeID]bool{n.id: true}, answered: map[wire.NodeID]bool{n.id: true}, pingedAt: n.now, lastCast: n.now}
+	n.srv = &tenure{turn: n.st.t, start: n.now, counted: n.now, heard: map[wire.NodeID]bool{n.id: true}, replied: map[wire.NodeID]bool{n.id: true},
+		answered: map[wire.NodeID]bool{n.id: true}, probes: map[uint64]*probe{}, lastCast: n.now, retryAt: n.now}
 	n.log.published = n.st.t
-	n.renew(n.now)
-	if len(n.st.members) > 1 {
-		n.multicast(&wire.Ping{Turn: n.srv.turn})
+	if n.pendingAuth > n.now {
+		// A takeover's votes are promises like ping answers.
+		n.srv.authUntil, n.srv.hadAuth = n.pendingAuth, true
 	}
+	n.pendingAuth = 0
+	n.pingAll()
 	recent := n.recent
 	n.recent = nil
 	for _, in := range recent {
@@ -65,33 +107,181 @@ func (n *Node) becomeServer() {
 	n.resubmit()
 }
 
+// pingAll multicasts a new ping. In a group of one the server is its own
+// majority.
+func (n *Node) pingAll() {
+	s := n.srv
+	ping := &wire.Ping{Turn: s.turn, Reachable: uint32(n.reach())} // 0, not known yet, on the tenure's first ping
+	if prev := s.probes[s.lastAll]; prev != nil && n.hasAuthority() {
+		// Renew the leases of the members that answered the last ping to
+		// all: their answers came before this ping, sent while no other
+		// server can have taken over (see doc.go, "Leases"). A list that
+		// does not fit renews nobody; a member left off it would renew
+		// wrongly.
+		var unanswered []wire.NodeID
+		for _, m := range n.st.members {
+			if !prev.from[m.id] {
+				unanswered = append(unanswered, m.id)
+			}
+		}
+		if len(unanswered) <= n.maxListed() {
+			ping.Prev, ping.ViewT, ping.Unanswered = s.lastAll, n.st.viewT, unanswered
+		}
+	}
+	p := n.newProbe()
+	p.all = true
+	ping.Probe, s.lastAll = s.probe, s.probe
+	s.pingAt = n.now
+	// Not through multicast: a ping need not push out the decisions held
+	// back, which would then miss the datagram they wait for. A group of
+	// one pings too: a newcomer learns that a group runs, and a separately
+	// founded run of the group is found out.
+	n.out = append(n.out, Outbound{Msg: ping})
+	n.countProbe(p)
+}
+
+// maxListed is how many member IDs a ping or a SYNC may list and still fit
+// a datagram with everything else it carries.
+func (n *Node) maxListed() int { return (n.cfg.Limits.MaxDatagram - wire.HeaderLen - 96) / 30 }
+
+// reach is how many members, this node included, answered the best of the
+// pings multicast to all within the takeover timeout that have had a
+// heartbeat interval to be answered (as authority rests on any one ping a
+// majority answered in that time); 0 before there is one. A direct ping of
+// one member, or a ping just sent, says nothing of how many members this
+// server reaches, and one multicast lost on the way is no lost quorum.
+func (n *Node) reach() int {
+	s := n.srv
+	k := 0
+	for _, p := range s.probes {
+		if age := n.now - p.sentAt; p.all && age >= uint64(n.cfg.HeartbeatTicks) && age < n.st.params.TakeoverTicks {
+			k = max(k, len(p.from))
+		}
+	}
+	return k
+}
+
+// onPingReply counts a member's answer to one of this server's pings.
+func (n *Node) onPingReply(h wire.Header, from *member, m *wire.PingReply) {
+	if from == nil {
+		return
+	}
+	if h.Epoch > n.promised {
+		// The member follows a newer epoch: this node's is over.
+		n.promise(h.Epoch, 0)
+		return
+	}
+	s := n.srv
+	if s == nil || m.Turn != s.turn {
+		return
+	}
+	s.replied[h.From] = true
+	s.heard[h.From] = true
+	if h.LogEpoch == n.st.epoch {
+		s.answered[h.From] = true
+	}
+	p := s.probes[m.Probe]
+	if p == nil {
+		return
+	}
+	p.from[h.From] = true
+	if h.From == s.confirming && p.sentAt >= s.confirmAt {
+		s.confirmed = true
+	}
+	n.countProbe(p)
+}
+
+// countProbe gives the server its authority once a majority of the view has
+// answered a ping (this node included): nobody that answered votes for a
+// takeover within TakeoverTicks of getting the ping.
+func (n *Node) countProbe(p *probe) {
+	s := n.srv
+	if p.majority {
+		return
+	}
+	k := 0
+	for _, m := range n.st.members {
+		if p.from[m.id] {
+			k++
+		}
+	}
+	if !n.majority(k) {
+		return
+	}
+	p.majority = true
+	s.majorityAt = max(s.majorityAt, p.sentAt)
+	until := p.sentAt + AuthorityTicks(n.st.params)
+	if until <= s.authUntil {
+		return
+	}
+	if s.authUntil <= n.now && s.hadAuth {
+		// A lapse: the time without a majority was not the members' fault.
+		s.counted = n.now
+		n.quorumRegained(fmt.Sprintf("%d of %d members answer", k, len(n.st.members)))
+	}
+	s.authUntil, s.hadAuth = until, true
+	// The server's own lease runs from the ping a majority answered: what
+	// it holds it may keep no longer than any member would.
+	n.renew(p.sentAt)
+}
+
+// hasAuthority reports whether this node is a server that a majority of the
+// view answered within the authority.
+func (n *Node) hasAuthority() bool { return n.srv != nil && n.now < n.srv.authUntil }
+
+// frozen reports whether this node won a takeover it could not prove safe
+// and still waits out the old epoch's leases.
+func (n *Node) frozen() bool { return n.now < n.frozenUntil }
+
 // remember keeps a request seen while not server, in case this node is the
-// next server and the request was not decided in time.
+// next server and the request was not decided in time. The bound only drops
+// requests older than a retry interval at a burst: their senders retry.
 func (n *Node) remember(in inbound) {
-	if len(n.recent) >= 128 {
+	if len(n.recent) >= maxRecent {
 		n.recent = n.recent[1:]
 	}
 	n.recent = append(n.recent, in)
 }
 
+const maxRecent = 128
+
+// turnAge is how long the turn has run, not counting a freeze.
+func (n *Node) turnAge() uint64 {
+	from := max(n.srv.start, n.frozenUntil)
+	if n.now < from {
+		return 0
+	}
+	return n.now - from
+}
+
 // mustEndTurn reports whether the turn is over: its last timestamp is next
-// (which only a SYNC may take), or it has made its share of decisions, or it
-// has lasted TurnTicks, or the server is leaving.
+// (which only a SYNC or a Takeover may take), or it has made its share of
+// decisions, or it has lasted TurnTicks, or the server is leaving. A server
+// that waits out a takeover's leases keeps its turn meanwhile: the next
+// server could not know it must wait.
 func (n *Node) mustEndTurn() bool {
 	s := n.srv
+	if n.frozen() {
+		return false
+	}
 	return n.st.sched.IsLastSlot(n.st.t) ||
 		s.decisions >= int(n.st.params.TurnLength)-1 ||
-		n.now-s.start >= uint64(n.cfg.TurnTicks) ||
+		n.turnAge() >= uint64(n.cfg.TurnTicks) ||
 		s.leaving
 }
 
-// canDecide reports whether the server may make a decision now.
-func (n *Node) canDecide() bool { return n.srv != nil && !n.mustEndTurn() }
+// canDecide reports whether the server may make a decision now: it holds a
+// majority's authority, waits out no takeover, has a backup to make its
+// grants take effect (unless alone), and its turn goes on.
+func (n *Node) canDecide() bool {
+	return n.srv != nil && n.hasAuthority() && !n.frozen() && n.claim == nil &&
+		(n.st.backup != 0 || len(n.st.members) == 1) && !n.mustEndTurn()
+}
 
 // maybeEndTurn ends the turn once it must end and every member has answered
 // the ping, or the ping has had PingTimeoutTicks to be answered.
 func (n *Node) maybeEndTurn() bool {
-	if !n.mustEndTurn() {
+	if !n.mustEndTurn() || !n.hasAuthority() || n.claim != nil {
 		return false
 	}
 	if n.now-n.srv.start < uint64(n.cfg.PingTimeoutTicks) {
@@ -101,54 +291,84 @@ func (n *Node) maybeEndTurn() bool {
 			}
 		}
 	}
-	if !n.successorConfirmed() {
-		return false
+	if len(n.st.members) > 1 {
+		switch n.backupAlive() {
+		case backupWaiting:
+			return false
+		case backupGone:
+			n.startSelfClaim(fmt.Sprintf("the backup, node %d, does not answer", n.st.backup))
+			return false
+		}
 	}
 	n.endTurn()
 	return true
 }
 
-// successorConfirmed makes sure the member the turn will go to is alive now,
-// not merely when it answered the ping at the start of the turn: a SYNC sent
-// to a dead member leaves the group without a server. The successor is pinged
-// directly and must answer; one that does not answer within PingRetryTicks is
-// skipped for the next.
-func (n *Node) successorConfirmed() bool {
-	s := n.srv
-	for {
-		next := n.chooseNext(nil)
-		switch {
-		case next == n.id:
-			return true
-		case s.confirming != next:
-			s.probe++
-			s.confirming, s.confirmAt, s.confirmed = next, n.now, false
-			n.sendTo(next, &wire.Ping{Turn: s.turn, Probe: s.probe})
-			return false
-		case s.confirmed:
-			return true
-		case n.now-s.confirmAt < uint64(n.cfg.PingRetryTicks):
-			return false
-		}
-		delete(s.answered, next) // silent since it answered: skip it
+type backupState uint8
+
+const (
+	backupWaiting backupState = iota
+	backupAnswers
+	backupGone
+)
+
+// backupAlive makes sure the backup, to which the turn goes, is alive now,
+// not merely when it answered a ping earlier in the turn: a SYNC sent to a
+// dead member leaves the group without a server until a takeover. It is
+// pinged directly, again every PingRetryTicks, and is gone if it has not
+// answered within PingTimeoutTicks.
+func (n *Node) backupAlive() backupState {
+	s, b := n.srv, n.st.backup
+	switch {
+	case b == 0 || n.st.member(b) == nil:
+		return backupGone
+	case s.confirming != b:
+		s.confirming, s.confirmAt, s.confirmed = b, n.now, false
+		n.probeMember(b)
+		return backupWaiting
+	case s.confirmed:
+		return backupAnswers
+	case n.now-s.confirmAt >= uint64(n.cfg.PingTimeoutTicks):
 		s.confirming = 0
+		return backupGone
 	}
+	return backupWaiting
+}
+
+// probeMember pings one member directly with a new ping of its own.
+func (n *Node) probeMember(id wire.NodeID) {
+	n.newProbe()
+	n.sendTo(id, &wire.Ping{Turn: n.srv.turn, Probe: n.srv.probe})
+}
+
+// newProbe numbers and records a new ping of this tenure.
+func (n *Node) newProbe() *probe {
+	s := n.srv
+	n.probeSeq++
+	s.probe = n.probeSeq
+	p := &probe{sentAt: n.now, from: map[wire.NodeID]bool{n.id: true}}
+	s.probes[s.probe] = p
+	delete(s.probes, s.probe-maxProbes)
+	return p
 }
 
 // endTurn makes the SYNC decision (paper figure B and section 3.3): list the
-// members not heard this turn, remove those silent for longer than the lease
-// (reclaiming what they hold), choose the next server among those that
-// answered, and hand over.
+// members not heard this turn, remove the one silent longest if it has been
+// silent for longer than the lease (reclaiming what it holds), and hand over
+// to the backup, naming the member that backs it up in turn.
 func (n *Node) endTurn() {
 	st, s := n.st, n.srv
-	tenureTicks := n.now - s.start
+	counted := n.now - s.counted
 	lease := st.params.LeaseTicks + st.params.LeaseMarginTicks
-	maxList := (n.cfg.Limits.MaxDatagram - wire.HeaderLen - 64) / 20
-	sync := &wire.Sync{T: st.t, Turn: s.turn}
+	maxList := n.maxListed()
+	sync := &wire.Sync{T: st.t, Epoch: st.epoch, Turn: s.turn}
 	var unheard []wire.Silence
 	for _, m := range st.members {
-		if !s.heard[m.id] {
-			unheard = append(unheard, wire.Silence{ID: m.id, Ticks: m.silence + tenureTicks})
+		switch {
+		case !s.heard[m.id]:
+			unheard = append(unheard, wire.Silence{ID: m.id, Ticks: m.silence + counted})
+		case !s.replied[m.id] && len(sync.Unanswered) < maxList:
+			sync.Unanswered = append(sync.Unanswered, m.id)
 		}
 	}
 	// A SYNC lists as many as fit a datagram, longest silent first: those not
@@ -164,76 +384,81 @@ func (n *Node) endTurn() {
 		return 0
 	})
 	sync.Unheard = unheard[:min(len(unheard), maxList)]
-	removed := map[wire.NodeID]bool{}
-	for _, u := range sync.Unheard {
-		if u.Ticks >= lease {
-			// Its own lease ran out LeaseMarginTicks ago at the latest: it
-			// has stopped using what it held, so reclaiming cannot overlap.
-			sync.Remove = append(sync.Remove, u.ID)
-			removed[u.ID] = true
-		}
+	next := st.backup
+	if len(st.members) == 1 {
+		next = n.id
 	}
-	slices.SortFunc(sync.Remove, cmpID)
-	next := n.chooseNext(removed)
-	view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return removed[id] })
-	sync.Next = n.realign(view, next)
-	n.apply(sync, true)
+	// One removal per SYNC, and only once the last change of the view is
+	// known to a majority (see wire.Sync). Its own lease ran out
+	// LeaseMarginTicks ago at the latest: it has stopped using what it
+	// held, so reclaiming cannot overlap.
+	if len(sync.Unheard) > 0 && sync.Unheard[0].Ticks >= lease && sync.Unheard[0].ID != next && sync.Unheard[0].ID != n.id && n.viewCommitted() {
+		sync.Remove = sync.Unheard[0].ID
+	}
+	view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return id == sync.Remove })
+	nextT, err := n.realign(view, next, st.t+1)
+	if err != nil {
+		n.stats.Divergence++
+		return
+	}
+	sync.Next = nextT
+	if len(st.members) > 1 {
+		sync.Backup = n.pickBackup(func(id wire.NodeID) bool { return s.answered[id] && id != sync.Remove }, next, next)
+	}
+	if !n.apply(sync, true) {
+		return
+	}
 	s.lazy = append(s.lazy, sync)
 	n.flush()
 	n.srv = nil
-	n.renew(n.now)
-	n.news = n.now // as if the next server had spoken: give it time to take over
+	// As if the next server had pinged: give it the takeover timeout to
+	// show it took over before this node would ask to.
+	n.heardAt, n.pinger = n.now, next
+	n.pingEpoch, n.pingT = n.st.epoch, sync.Next
 	if next != n.id {
 		n.hand = &handoff{to: next, nextT: sync.Next, sync: sync, at: n.now}
 	}
 }
 
-// chooseNext picks the next server: the first member after this one in ID
-// order that answered this turn; failing that (a leaving server must hand
-// over) any member not being removed; failing that, this node again.
-func (n *Node) chooseNext(removed map[wire.NodeID]bool) wire.NodeID {
-	ids := n.st.sched.Members()
-	start, _ := slices.BinarySearch(ids, n.id)
-	var fallback wire.NodeID
-	for i := 1; i < len(ids); i++ {
-		id := ids[(start+i)%len(ids)]
-		if removed[id] {
-			continue
-		}
-		if n.srv.answered[id] {
-			return id
-		}
-		if fallback == 0 {
-			fallback = id
-		}
-	}
-	if n.srv.leaving && fallback != 0 {
-		return fallback
-	}
-	return n.id
-}
-
-// realign returns the first timestamp after the current one that starts a
-// turn of member "to" in the given view: the Next of a decision that changes
-// the view or hands the turn over. Because every decision that changes the
-// view carries such a Next, the server role never moves implicitly.
-func (n *Node) realign(view []wire.NodeID, to wire.NodeID) uint64 {
+// realign returns the first timestamp at or after "from" that starts a turn
+// of member "to" in the given view: the Next of a decision that changes the
+// view or hands the turn over. Because every decision that changes the view
+// carries such a Next, the server role never moves implicitly.
+func (n *Node) realign(view []wire.NodeID, to wire.NodeID, from uint64) (uint64, error) {
 	sched, err := clock.NewSchedule(view, n.st.params.TurnLength)
 	if err != nil {
-		panic("arbiter: invariant broken: " + err.Error())
+		return 0, err
 	}
-	next, ok := sched.NextTurn(to, n.st.t+1)
+	next, ok := sched.NextTurn(to, from)
 	if !ok {
-		panic("arbiter: group timestamp exhausted")
+		return 0, fmt.Errorf("arbiter: no turn of node %d after T=%d: the group timestamp is exhausted", to, from)
 	}
-	return next
+	return next, nil
+}
+
+// viewCommitted reports whether a majority of the view has applied the last
+// change of the view or epoch: only then may the server change it again, so
+// that the views a takeover may find differ by one member at most, and their
+// majorities intersect (the single-server changes of Ongaro's Raft thesis,
+// 2014, section 4.1, with its rule that a new leader first commits an entry
+// of its own term: here the Takeover itself).
+func (n *Node) viewCommitted() bool {
+	k := 0
+	for _, m := range n.st.members {
+		if m.id == n.id && n.st.t > n.st.viewT || n.acks[m.id] > n.st.viewT {
+			k++
+		}
+	}
+	return n.majority(k)
 }
 
 // decide applies one of the server's own decisions and queues it for
 // sending. A decision somebody waits on (urgent) goes out at once with any
 // held back before it; others wait up to LazyTicks to share a datagram.
 func (n *Node) decide(d wire.Decision, urgent bool) {
-	n.apply(d, true)
+	if !n.apply(d, true) {
+		return
+	}
 	s := n.srv
 	if n.stat == statusDone || s == nil {
 		return // the last member left: nobody to tell
@@ -281,6 +506,7 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 		n.stats.NotMember++
 		return
 	}
+	ep := st.epoch
 	switch m := m.(type) {
 	case *wire.Request:
 		switch {
@@ -292,7 +518,7 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 			n.stats.TooMany++ // no room for another resource; the requester retries
 		case n.canDecide():
 			queued := st.wouldQueue(m.Resource)
-			n.decide(&wire.Grant{T: st.t, Next: st.t + 1, Node: h.From, Req: m.Req, Resource: m.Resource, Floor: m.Floor, Queued: queued}, !queued)
+			n.decide(&wire.Grant{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Floor: m.Floor, Queued: queued}, !queued)
 		}
 	case *wire.Release:
 		r := st.resources[m.Resource]
@@ -302,7 +528,7 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 				behind(in)
 			}
 		case n.canDecide():
-			n.decide(&wire.Released{T: st.t, Next: st.t + 1, Node: h.From, Req: m.Req, Resource: m.Resource, Token: m.Token}, len(r.queue) > 0)
+			n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Token: m.Token}, len(r.queue) > 0)
 		}
 	case *wire.Cancel:
 		r := st.resources[m.Resource]
@@ -315,9 +541,9 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 			}
 		case !n.canDecide():
 		case holds: // the grant crossed the cancel: release it
-			n.decide(&wire.Released{T: st.t, Next: st.t + 1, Node: h.From, Req: m.Req, Resource: m.Resource, Token: r.token}, len(r.queue) > 0)
+			n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Token: r.token}, len(r.queue) > 0)
 		default: // queued, or not yet seen: withdraw (and remember it is decided)
-			n.decide(&wire.Released{T: st.t, Next: st.t + 1, Node: h.From, Req: m.Req, Resource: m.Resource, Withdrawn: true}, false)
+			n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Withdrawn: true}, false)
 		}
 	case *wire.LeaveRequest:
 		switch {
@@ -326,16 +552,21 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 		case !n.canDecide():
 		case h.From == n.id:
 			// The last member leaves: the group ends.
-			n.decide(&wire.Left{T: st.t, Next: st.t + 1, ID: n.id}, true)
+			n.decide(&wire.Left{T: st.t, Next: st.t + 1, Epoch: ep, ID: n.id}, true)
+		case !n.viewCommitted():
+			// The leaver asks again; by then the last change is known.
 		default:
 			view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return id == h.From })
-			n.decide(&wire.Left{T: st.t, Next: n.realign(view, n.id), ID: h.From}, true)
+			if next, err := n.realign(view, n.id, st.t+1); err == nil {
+				n.decide(&wire.Left{T: st.t, Next: next, Epoch: ep, ID: h.From}, true)
+			}
 		}
 	}
 }
 
 // serveJoin decides OK_TO_JOIN or GROUP_FULL (paper figure C), and sends the
-// newcomer the state.
+// newcomer the state. A join waits while the last change of the view is not
+// yet known to a majority.
 func (n *Node) serveJoin(in inbound, m *wire.JoinRequest) {
 	st := n.st
 	if st.memberByInc(m.Inc) != nil {
@@ -351,33 +582,84 @@ func (n *Node) serveJoin(in inbound, m *wire.JoinRequest) {
 		return
 	}
 	if len(st.members) >= int(st.params.MaxMembers) {
-		n.decide(&wire.GroupFull{T: st.t, Next: st.t + 1, Inc: m.Inc, Max: st.params.MaxMembers}, true)
+		n.decide(&wire.GroupFull{T: st.t, Next: st.t + 1, Epoch: st.epoch, Inc: m.Inc, Max: st.params.MaxMembers}, true)
+		return
+	}
+	if !n.viewCommitted() {
+		n.deferJoin(in, m)
 		return
 	}
 	id := st.nextID
 	view := append(st.sched.View(), id)
-	n.decide(&wire.OkToJoin{T: st.t, Next: n.realign(view, n.id), Inc: m.Inc, ID: id, Addr: m.Addr, Members: uint32(len(view))}, true)
+	next, err := n.realign(view, n.id, st.t+1)
+	if err != nil {
+		return
+	}
+	n.decide(&wire.OkToJoin{T: st.t, Next: next, Epoch: st.epoch, Inc: m.Inc, ID: id, Addr: m.Addr, Members: uint32(len(view))}, true)
 	n.sendSnapshot(in.src)
 }
 
-// tickServer runs the server's timers: held-back decisions, ping retries,
-// heartbeats.
+// deferJoin keeps a join request until the view may change again, so that
+// newcomers arriving together are admitted one after another without
+// waiting for their retries.
+func (n *Node) deferJoin(in inbound, m *wire.JoinRequest) {
+	s := n.srv
+	for _, d := range s.deferred {
+		if d.m.(*wire.JoinRequest).Inc == m.Inc {
+			return
+		}
+	}
+	if len(s.deferred) < maxRecent {
+		s.deferred = append(s.deferred, in)
+	}
+}
+
+// tickServer runs the server's timers: held-back decisions, pings and their
+// retries, deferred joins, the backup, and giving up without a majority.
 func (n *Node) tickServer() {
 	s := n.srv
-	n.renew(n.now) // nobody can remove the server during its own turn
+	st := n.st
+	if len(st.members) == 1 {
+		// Alone, the server is its own majority.
+		s.authUntil, s.hadAuth, s.majorityAt = n.now+AuthorityTicks(st.params), true, n.now
+		n.renew(n.now)
+	}
 	if len(s.lazy) > 0 && n.now-s.lazyAt >= uint64(n.cfg.LazyTicks) {
 		n.flush()
 	}
-	if n.now-s.pingedAt >= uint64(n.cfg.PingRetryTicks) {
-		s.pingedAt = n.now
-		for _, m := range n.st.members {
-			if !s.answered[m.id] {
-				n.sendTo(m.id, &wire.Ping{Turn: s.turn})
+	if n.now-s.pingAt >= uint64(n.cfg.HeartbeatTicks) {
+		n.pingAll()
+	} else if n.now-s.retryAt >= uint64(n.cfg.PingRetryTicks) {
+		s.retryAt = n.now
+		for _, m := range st.members {
+			if !s.answered[m.id] && m.id != n.id {
+				n.sendTo(m.id, &wire.Ping{Turn: s.turn, Probe: s.probe})
 			}
 		}
 	}
-	if n.now-s.lastCast >= uint64(n.cfg.HeartbeatTicks) {
-		n.multicast(&wire.Heartbeat{Turn: s.turn})
+	if n.srv == nil {
+		return
+	}
+	if !n.hasAuthority() {
+		if s.hadAuth && s.lostAt < s.authUntil {
+			s.lostAt = n.now
+			n.quorumLost(fmt.Sprintf("the server lost the answers of a majority of its %d members", len(st.members)))
+		}
+		// Without a majority for the takeover timeout, stop pinging: members
+		// that still hear this node (it may be deaf, not mute) could never
+		// take over otherwise.
+		if lastAuth := max(s.start, s.authUntil); n.now-lastAuth >= st.params.TakeoverTicks {
+			n.stepDown("no majority answered for the takeover timeout", 2*st.params.TakeoverTicks)
+			return
+		}
+	}
+	if len(s.deferred) > 0 && n.canDecide() && n.viewCommitted() {
+		in := s.deferred[0]
+		s.deferred = s.deferred[1:]
+		n.serveJoin(in, in.m.(*wire.JoinRequest))
+	}
+	if n.claim == nil && len(st.members) > 1 && st.backup == 0 && n.hasAuthority() {
+		n.startSelfClaim("the group has no backup")
 	}
 }
 

@@ -24,6 +24,20 @@ type state struct {
 	byInc     map[uint64]*member // the same members by incarnation: joins look them up at every node
 	resources map[string]*resource
 	sched     clock.Schedule[wire.NodeID]
+
+	// epoch is the epoch of the last decision applied: the state is the
+	// log of that epoch up to t. epochs records where recent epochs began.
+	epoch  uint64
+	epochs []wire.EpochMark
+	// backup is the member that must hold a decision before a grant it
+	// makes takes effect, and to which the server hands its turn: so it
+	// holds every decision that took effect, and can take over at once. It
+	// is 0 only in a group of one.
+	backup wire.NodeID
+	// viewT is the timestamp of the last change of the view or of the
+	// epoch. The server changes the view again only once a majority has
+	// applied it (see Node.viewCommitted).
+	viewT uint64
 }
 
 type member struct {
@@ -59,22 +73,56 @@ type taken struct {
 
 func newState(instance uint64, p wire.Params) *state {
 	s := &state{instance: instance, nextID: 1, params: p, byInc: map[uint64]*member{}, resources: map[string]*resource{}}
-	s.rebuildSchedule()
+	_ = s.rebuildSchedule() // no members yet
 	return s
 }
 
-func (s *state) rebuildSchedule() {
+// rebuildSchedule recomputes the turn schedule after a change of the view.
+// Members are kept sorted and unique (addMember refuses a duplicate) and
+// TurnLength is validated wherever a state is made, so it cannot fail; if it
+// ever did, the old schedule stays and the error says why.
+func (s *state) rebuildSchedule() error {
 	ids := make([]wire.NodeID, len(s.members))
 	for i, m := range s.members {
 		ids[i] = m.id
 	}
-	// Members are kept sorted and unique and TurnLength is validated, so
-	// this cannot fail.
 	sched, err := clock.NewSchedule(ids, s.params.TurnLength)
 	if err != nil {
-		panic("arbiter: invariant broken: " + err.Error())
+		return err
 	}
 	s.sched = sched
+	return nil
+}
+
+// markEpoch records that epoch e began at timestamp t.
+func (s *state) markEpoch(e, t uint64) {
+	s.epoch = e
+	s.epochs = append(s.epochs, wire.EpochMark{Epoch: e, T: t})
+	if len(s.epochs) > wire.MaxEpochMarks {
+		s.epochs = slices.Delete(s.epochs, 0, len(s.epochs)-wire.MaxEpochMarks)
+	}
+}
+
+// onLog reports whether a node whose log ends at position (e, t) (it
+// applied every decision below t, the last of epoch e) holds a prefix of
+// this state's log, so that the decisions from t on can be sent to it. A
+// node of an older epoch holds a prefix if it stopped at or before where the
+// next epoch began; one of an epoch this state no longer records, or of a
+// newer one, does not (as far as this state can tell).
+func (s *state) onLog(e, t uint64) bool {
+	if t > s.t {
+		return false
+	}
+	for i, m := range s.epochs {
+		if m.Epoch != e {
+			continue
+		}
+		if i+1 < len(s.epochs) {
+			return t <= s.epochs[i+1].T
+		}
+		return true
+	}
+	return false
 }
 
 func (s *state) member(id wire.NodeID) *member {
@@ -105,15 +153,20 @@ func (s *state) server() wire.NodeID {
 	return id
 }
 
-func (s *state) addMember(id wire.NodeID, inc uint64, addr string) {
+// addMember adds a member. It refuses (false) an ID or incarnation already
+// in the view, which a correct log never admits twice.
+func (s *state) addMember(id wire.NodeID, inc uint64, addr string) bool {
+	i, found := slices.BinarySearchFunc(s.members, id, func(m *member, id wire.NodeID) int { return cmpID(m.id, id) })
+	if found || id == 0 || s.byInc[inc] != nil {
+		return false
+	}
 	m := &member{id: id, inc: inc, addr: addr}
-	i, _ := slices.BinarySearchFunc(s.members, id, func(m *member, id wire.NodeID) int { return cmpID(m.id, id) })
 	s.members = slices.Insert(s.members, i, m)
 	s.byInc[inc] = m
 	if id >= s.nextID {
 		s.nextID = id + 1
 	}
-	s.rebuildSchedule()
+	return s.rebuildSchedule() == nil
 }
 
 // removeMember drops a member: the resources it held pass to the heads of
@@ -128,7 +181,10 @@ func (s *state) removeMember(id wire.NodeID, t uint64) (hand []handover, lost []
 		delete(s.byInc, m.inc)
 	}
 	s.members = slices.Delete(s.members, i, i+1)
-	s.rebuildSchedule()
+	_ = s.rebuildSchedule() // fewer members than before: cannot fail
+	if s.backup == id {
+		s.backup = 0 // the server names another by a new epoch
+	}
 	for _, name := range s.resourceNames() {
 		r := s.resources[name]
 		r.queue = slices.DeleteFunc(r.queue, func(w wire.Waiter) bool { return w.Node == id })
@@ -224,32 +280,39 @@ func (s *state) request(g *wire.Grant) (queued bool) {
 	return true
 }
 
-// release applies a Released decision. It reports what it changed: whether
-// the holder's release matched, whether a queued request was withdrawn, and
-// the new holder if the resource passed on.
-func (s *state) release(d *wire.Released) (matched bool, h handover, passed bool) {
+// releaseMatches reports whether a Released decision fits the state: a
+// withdrawal always does (there may be nothing left to withdraw); a release
+// must name the holder and its token.
+func (s *state) releaseMatches(d *wire.Released) bool {
+	if d.Withdrawn {
+		return true
+	}
+	r := s.resources[d.Resource]
+	return r != nil && r.holder == d.Node && r.token == d.Token
+}
+
+// release applies a Released decision that releaseMatches, and returns the
+// new holder if the resource passed on.
+func (s *state) release(d *wire.Released) (h handover, passed bool) {
 	if m := s.member(d.Node); m != nil {
 		m.markDecided(d.Req, 0)
 	}
 	r, ok := s.resources[d.Resource]
 	if !ok {
-		return d.Withdrawn, handover{}, false
+		return handover{}, false
 	}
 	defer s.dropIfIdle(d.Resource, r)
 	if d.Withdrawn {
 		r.queue = slices.DeleteFunc(r.queue, func(w wire.Waiter) bool { return w.Node == d.Node && w.Req == d.Req })
-		return true, handover{}, false
+		return handover{}, false
 	}
-	if r.holder != d.Node || r.token != d.Token {
-		return false, handover{}, false
-	}
-	h, passed = s.passOn(d.Resource, r, d.T)
-	return true, h, passed
+	return s.passOn(d.Resource, r, d.T)
 }
 
 // snapshot copies the state out for a state transfer.
 func (s *state) snapshot() *wire.Snapshot {
-	snap := &wire.Snapshot{Instance: s.instance, T: s.t, NextID: s.nextID, Params: s.params}
+	snap := &wire.Snapshot{Instance: s.instance, T: s.t, NextID: s.nextID, Params: s.params,
+		Epoch: s.epoch, Backup: s.backup, ViewT: s.viewT, Epochs: slices.Clone(s.epochs)}
 	for _, m := range s.members {
 		snap.Members = append(snap.Members, wire.MemberState{
 			ID: m.id, Inc: m.inc, Addr: m.addr, Silence: m.silence, Floor: m.floor,
@@ -270,6 +333,7 @@ func (s *state) snapshot() *wire.Snapshot {
 func stateFromSnapshot(snap *wire.Snapshot) *state {
 	s := newState(snap.Instance, snap.Params)
 	s.t, s.nextID = snap.T, snap.NextID
+	s.epoch, s.backup, s.viewT, s.epochs = snap.Epoch, snap.Backup, snap.ViewT, slices.Clone(snap.Epochs)
 	for _, m := range snap.Members {
 		mem := &member{
 			id: m.ID, inc: m.Inc, addr: m.Addr, silence: m.Silence, floor: m.Floor,
@@ -283,7 +347,7 @@ func stateFromSnapshot(snap *wire.Snapshot) *state {
 	for _, r := range snap.Resources {
 		s.resources[r.Name] = &resource{holder: r.Holder, holderReq: r.HolderReq, token: r.Token, queue: slices.Clone(r.Queue)}
 	}
-	s.rebuildSchedule()
+	_ = s.rebuildSchedule() // a validated snapshot lists members sorted and unique
 	return s
 }
 
@@ -302,6 +366,15 @@ func (s *state) digest() uint64 {
 	u(p.LeaseTicks)
 	u(p.LeaseMarginTicks)
 	u(p.TickMicros)
+	u(p.TakeoverTicks)
+	u(s.epoch)
+	u(uint64(s.backup))
+	u(s.viewT)
+	u(uint64(len(s.epochs)))
+	for _, e := range s.epochs {
+		u(e.Epoch)
+		u(e.T)
+	}
 	u(uint64(len(s.members)))
 	for _, m := range s.members {
 		u(uint64(m.id))

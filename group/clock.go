@@ -1,10 +1,19 @@
 package group
 
-import "time"
+import (
+	"time"
 
-// Clock is where the runtime gets its ticks and timestamps. Tests inject
-// their own, or run the system clock inside a testing/synctest bubble.
+	"github.com/mcnode/mcnode/internal/boottime"
+)
+
+// Clock is where the runtime gets its ticks. Tests inject their own, or run
+// SystemClock inside a testing/synctest bubble.
 type Clock interface {
+	// Now returns the time ticks and leases are counted on. Only
+	// differences between its values matter: it need not be the time of
+	// day, but it must run at the rate of real time and, on a machine that
+	// may be suspended, keep running through the suspend, or a lease would
+	// outlive its real length.
 	Now() time.Time
 	NewTicker(d time.Duration) Ticker
 }
@@ -15,7 +24,25 @@ type Ticker interface {
 	Stop()
 }
 
-// SystemClock is the real clock.
+// BootClock is the clock a node uses unless told otherwise: CLOCK_BOOTTIME
+// on Linux, which keeps counting through a suspend of the machine, where
+// Go's monotonic clock (CLOCK_MONOTONIC) stops. Its Now is the time since
+// boot, as a time.Time from the Unix epoch: not the time of day. Being the
+// host's, it compares across the processes of one host: `mcnode lock`
+// checks a daemon's lease deadline against it.
+type BootClock struct{}
+
+// Now returns the time since boot, suspend included.
+func (BootClock) Now() time.Time { return time.Unix(0, int64(boottime.Now())) }
+
+// NewTicker returns a time.Ticker. A ticker only wakes the loop: the loop
+// counts ticks from Now, so ticks that a stall or a suspend swallowed are
+// caught up.
+func (BootClock) NewTicker(d time.Duration) Ticker { return systemTicker{time.NewTicker(d)} }
+
+// SystemClock is Go's clock: time.Now and its monotonic reading, which a
+// suspend of the machine stops. Inside a testing/synctest bubble it is the
+// bubble's fake time, which is what runtime tests use.
 type SystemClock struct{}
 
 // Now returns time.Now().

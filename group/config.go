@@ -59,8 +59,21 @@ type Config struct {
 	// RetryInterval is how long a request, release or leave waits for its
 	// decision before it is sent again.
 	RetryInterval time.Duration
-	// HeartbeatInterval is how often an idle server says it is there.
+	// HeartbeatInterval is how often the server pings the group. The answers
+	// of a majority keep its authority to decide (see TakeoverTimeout);
+	// more pings cost one datagram per member each, fewer let a lost ping or
+	// two cost the server its authority.
 	HeartbeatInterval time.Duration
+	// TakeoverTimeout is how long members wait without a ping from the
+	// server before they take over from it: the server role passes to the
+	// member that backs it up (or, failing that, to the next that can
+	// gather the votes of a majority) in a new epoch. It bounds how long
+	// the group is without a server when the server dies, and must allow
+	// for a few lost pings and a busy host's scheduling. The server decides
+	// only within a little less than this of the last ping a majority
+	// answered, so a cut-off server stops before a takeover can win.
+	// Group-wide: the founder's value holds.
+	TakeoverTimeout time.Duration
 	// PingTimeout is how long a server waits for members to answer its
 	// ping before it may end its turn without them.
 	PingTimeout time.Duration
@@ -75,17 +88,37 @@ type Config struct {
 	// MaxDatagram is the largest datagram sent or accepted, in bytes.
 	MaxDatagram int
 
+	// TimestampFile, if set, keeps the highest group timestamp this node
+	// has seen, so that a group this node founds after the whole group
+	// stopped starts above it: fencing tokens (the timestamps of grants)
+	// then keep increasing even if the wall clock went back, or the group's
+	// timestamp ran ahead of it (each takeover jumps it by
+	// arbiter.TakeoverGap). It is written at most once a second and at each
+	// takeover, as a fence file (group/fence). Keep it on storage that
+	// survives a restart.
+	TimestampFile string
+	// MemberFile, if set, records that this host is a member of the group:
+	// written when it joins, removed when the group records its leave. A
+	// host that stopped without leaving (killed, crashed, lost power) is
+	// still counted by the group until it is removed, and the group may
+	// still run elsewhere: a daemon that starts again while cut off from it
+	// must not found a second group, which would grant the same locks.
+	// WasMember reads the record; Join itself does not, so the caller
+	// decides (mcnode run sets Bootstrap to false, unless --found).
+	MemberFile string
+
 	// Transport, if set, replaces UDP (Address, Interface, Bind, TTL and
 	// Loopback are then unused); group/memnet provides one for tests.
 	Transport Transport
-	// Clock drives the runtime's ticks; nil is the system clock.
+	// Clock drives the runtime's ticks; nil is BootClock (CLOCK_BOOTTIME).
 	Clock Clock
 	// Logger receives the runtime's log; the zero value logs nothing.
 	Logger zerolog.Logger
 }
 
 // DefaultLANConfig returns settings for a group on one LAN segment: TTL 1,
-// a 10 ms tick, turns of at most 64 decisions or 500 ms, a 1.5 s lease.
+// a 10 ms tick, turns of at most 64 decisions or 500 ms, a 1.5 s lease, a
+// ping every 100 ms and a takeover after 500 ms without one.
 // Name and Interface have no default.
 func DefaultLANConfig() Config {
 	return Config{
@@ -99,7 +132,8 @@ func DefaultLANConfig() Config {
 		LeaseMargin:       300 * time.Millisecond,
 		TurnTimeout:       500 * time.Millisecond,
 		RetryInterval:     100 * time.Millisecond,
-		HeartbeatInterval: 200 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond,
+		TakeoverTimeout:   500 * time.Millisecond,
 		PingTimeout:       200 * time.Millisecond,
 		JoinTimeout:       1 * time.Second,
 		Bootstrap:         true,
@@ -158,7 +192,7 @@ func (c *Config) Validate() error {
 	}{
 		{"Tick", c.Tick}, {"LeaseTimeout", c.LeaseTimeout}, {"TurnTimeout", c.TurnTimeout},
 		{"RetryInterval", c.RetryInterval}, {"HeartbeatInterval", c.HeartbeatInterval},
-		{"PingTimeout", c.PingTimeout}, {"JoinTimeout", c.JoinTimeout},
+		{"TakeoverTimeout", c.TakeoverTimeout}, {"PingTimeout", c.PingTimeout}, {"JoinTimeout", c.JoinTimeout},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
@@ -184,8 +218,21 @@ func (c *Config) Validate() error {
 		return bad("PingTimeout %v must not exceed TurnTimeout %v", c.PingTimeout, c.TurnTimeout)
 	}
 	if floor := 2 * (c.TurnTimeout + c.PingTimeout); c.LeaseTimeout <= floor {
-		return bad("LeaseTimeout %v must exceed 2*(TurnTimeout+PingTimeout) = %v: a lease is renewed once a turn, from a reply sent the turn before",
+		return bad("LeaseTimeout %v must exceed 2*(TurnTimeout+PingTimeout) = %v: the SYNC that ends a turn renews a lease from a reply sent the turn before, and must keep it alone when pings are lost",
 			c.LeaseTimeout, floor)
+	}
+	lease := uint64(c.ticks(c.LeaseTimeout))
+	if min := time.Duration(arbiter.MinLeaseMargin(lease)) * c.Tick; c.LeaseMargin < min {
+		return bad("LeaseMargin %v must be at least %v: it covers clocks drifting apart by up to %d%% over the lease, and two ticks",
+			c.LeaseMargin, min, arbiter.MaxDriftPPM/10_000)
+	}
+	if c.TakeoverTimeout < 4*c.HeartbeatInterval {
+		return bad("TakeoverTimeout %v must be at least four heartbeats (HeartbeatInterval %v): a server keeps its authority only while a majority answers its pings",
+			c.TakeoverTimeout, c.HeartbeatInterval)
+	}
+	if 2*c.TakeoverTimeout > c.LeaseTimeout {
+		return bad("TakeoverTimeout %v must be at most half LeaseTimeout %v: a holder in touch with the group keeps its lock through a takeover only if its lease outlasts the timeout, the claims and the new server's first pings",
+			c.TakeoverTimeout, c.LeaseTimeout)
 	}
 	_, err := c.machine(1, "x", 1)
 	return err
@@ -211,6 +258,7 @@ func (c *Config) machine(inc uint64, addr string, firstT uint64) (arbiter.Config
 		LeaseTicks:       uint64(c.ticks(c.LeaseTimeout)),
 		LeaseMarginTicks: uint64(c.ticks(c.LeaseMargin)),
 		TickMicros:       uint64(c.Tick / time.Microsecond),
+		TakeoverTicks:    uint64(c.ticks(c.TakeoverTimeout)),
 	}
 	m.RetryTicks = c.ticks(c.RetryInterval)
 	m.LazyTicks = max(1, m.RetryTicks/2)
@@ -220,6 +268,8 @@ func (c *Config) machine(inc uint64, addr string, firstT uint64) (arbiter.Config
 	m.PingTimeoutTicks = c.ticks(c.PingTimeout)
 	m.PingRetryTicks = max(1, m.PingTimeoutTicks/4)
 	m.NakTicks = max(1, m.RetryTicks/5)
+	m.StaggerTicks = max(1, int(m.Params.TakeoverTicks)/5)
+	m.ClaimTicks = max(4*m.RetryTicks, int(m.Params.TakeoverTicks))
 	if c.Bootstrap {
 		m.FoundAfterTicks = c.ticks(c.JoinTimeout)
 	}

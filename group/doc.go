@@ -16,6 +16,31 @@
 // Lost channel closes if the group takes the resource back (this node lost
 // contact for longer than the lease, or was removed). Several goroutines of
 // one process may Acquire the same name: they queue behind each other.
+// Expires says when this node's lease runs out unless the group renews it: a
+// holder that may not hear Lost in time (its own runtime may be stopped)
+// stops using the resource by then, as `mcnode lock` does for its command.
+//
+// # Failures
+//
+// The group survives its server: when the server stops answering, its
+// backup takes over in a new epoch within TakeoverTimeout and a claim
+// (EventTakeoverStarted, EventEpoch). Only a side of the network that holds a
+// majority of the group decides; on a minority side nothing is granted
+// (EventQuorumLost), a wait that times out says so (NoQuorumError), and the
+// node rejoins the majority by itself when the network heals: a node that
+// has been a member never founds a group again by itself. With a MemberFile,
+// a process that stopped without leaving can tell, when it starts again, that
+// it must not found one either (WasMember). Status reports the epoch, the
+// backup, the quorum and how long ago the server was heard. A holder's lease
+// is renewed by each ping of the server it answers, so a holder in touch
+// with the group keeps its locks through a takeover.
+//
+// Ticks and leases are counted on the Clock: BootClock by default
+// (CLOCK_BOOTTIME, which keeps running through a suspend of the machine),
+// SystemClock in tests (a testing/synctest bubble fakes it). After a stall
+// the runtime moves the machine's time forward in one step, so a node that
+// was paused finds its lease expired before it acts on anything that
+// waited in its socket.
 //
 // # The runtime
 //

@@ -9,11 +9,13 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/group/fence"
 	"github.com/mcnode/mcnode/wire"
 )
 
@@ -24,8 +26,9 @@ var (
 	// ErrNodeClosed: the node has left or been closed.
 	ErrNodeClosed = errors.New("group: node closed")
 	// ErrRemoved: the group declared this node dead (it was not heard for
-	// longer than the lease) while the call waited. The node rejoins as a
-	// new member by itself; the call may be made again.
+	// longer than the lease) while it held the lease. The node rejoins as a
+	// new member by itself; calls that were waiting wait on, and ask again
+	// once it is a member.
 	ErrRemoved = errors.New("group: this node was removed from the group")
 	// ErrLocked: TryAcquire found the resource held by another member.
 	ErrLocked = errors.New("group: resource is held by another member")
@@ -37,6 +40,11 @@ var (
 	// ErrLeaseTooShort: the group's lease is too short for this node's turn
 	// and ping timings; its leases would run out while it is healthy.
 	ErrLeaseTooShort = errors.New("group: the group's lease is too short for this node's timings")
+	// ErrNoQuorum explains a wait that ended without the lock: this node
+	// could not reach a majority of the group (it is on the minority side
+	// of a split network, or too many members are down), and a minority
+	// grants nothing.
+	ErrNoQuorum = errors.New("no quorum")
 )
 
 // Re-exported names from the state machine, so that users need only this
@@ -50,6 +58,8 @@ type (
 	Member = arbiter.MemberInfo
 	// NodeID is a member's logical ID.
 	NodeID = wire.NodeID
+	// Quorum says whether this node reaches a majority of the group.
+	Quorum = arbiter.Quorum
 )
 
 // Event kinds; see arbiter.EventKind.
@@ -68,6 +78,14 @@ const (
 	EventReleased      = arbiter.EventReleased
 	EventLost          = arbiter.EventLost
 	EventUpdate        = arbiter.EventUpdate
+	// Failover: see arbiter's EventEpoch and those after it.
+	EventEpoch           = arbiter.EventEpoch
+	EventTakeoverStarted = arbiter.EventTakeoverStarted
+	EventTakeoverWon     = arbiter.EventTakeoverWon
+	EventTakeoverFailed  = arbiter.EventTakeoverFailed
+	EventStepDown        = arbiter.EventStepDown
+	EventQuorumLost      = arbiter.EventQuorumLost
+	EventQuorumRegained  = arbiter.EventQuorumRegained
 )
 
 // Group is one node's membership in a group: the runtime that drives the
@@ -99,6 +117,23 @@ type Group struct {
 	others  map[uint64]bool
 	pending []wire.Message
 	batch   []Datagram
+	start   time.Time // Clock time of the current machine's tick 0
+	ticked  int64     // ticks the current machine has been given
+	savedT  uint64    // the timestamp last handed to the writer of cfg.TimestampFile
+	savedAt time.Time
+	// toSave carries timestamps to the goroutine that writes them to
+	// cfg.TimestampFile (nil without one), the newest only: the write
+	// syncs the file, and a slow disk must not stall the node's loop in
+	// the middle of a takeover. saved is closed when that goroutine ends.
+	toSave chan uint64
+	saved  chan struct{}
+	// aboveSeen is the timestamp read from cfg.TimestampFile when a group
+	// founded here starts above it rather than at the wall clock.
+	aboveSeen uint64
+	// leaseEnd is when this node's lease runs out unless renewed, in
+	// nanoseconds of the Clock's time; leases read it without a round trip
+	// to the loop.
+	leaseEnd atomic.Int64
 }
 
 // Stats counts what the runtime sent, received and dropped.
@@ -152,11 +187,15 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		stats:   Stats{Sent: map[wire.Class]uint64{}},
 	}
 	if g.clock == nil {
-		g.clock = SystemClock{}
+		g.clock = BootClock{}
 	}
-	if err := g.newNode(); err != nil {
+	if err := g.newNode(cfg.Bootstrap); err != nil {
 		tr.Close()
 		return nil, err
+	}
+	if cfg.TimestampFile != "" {
+		g.toSave, g.saved = make(chan uint64, 1), make(chan struct{})
+		go g.saveTimestamps()
 	}
 	go g.run()
 	select {
@@ -179,17 +218,19 @@ func limits(cfg Config) wire.Limits {
 }
 
 // newNode starts a new incarnation of the state machine: at Join, and after
-// the group removed this node.
-func (g *Group) newNode() error {
+// the group removed this node. Only the first may found a group: a node
+// that has been a member and lost it (removed while cut off, say) rejoins
+// the group it was in, which may still run elsewhere; founding another
+// would give two groups granting the same locks.
+func (g *Group) newNode(mayFound bool) error {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return fmt.Errorf("group: incarnation ID: %w", err)
 	}
 	inc := binary.LittleEndian.Uint64(b[:]) | 1
-	// A group founded now starts its timestamp at the wall clock in
-	// microseconds, so that fencing tokens keep increasing across groups
-	// founded one after another under this name (T advances far slower).
-	mc, err := g.cfg.machine(inc, g.tr.LocalAddr(), uint64(g.clock.Now().UnixMicro()))
+	cfg := g.cfg
+	cfg.Bootstrap = cfg.Bootstrap && mayFound
+	mc, err := cfg.machine(inc, g.tr.LocalAddr(), g.firstT())
 	if err != nil {
 		return err
 	}
@@ -197,15 +238,82 @@ func (g *Group) newNode() error {
 	if err != nil {
 		return err
 	}
-	g.node = n
+	// A new machine starts at tick 0: its ticks, and the lease deadlines
+	// reported from them, count from now.
+	g.node, g.start, g.ticked = n, g.clock.Now(), 0
 	g.log.Debug().Str("addr", g.tr.LocalAddr()).Uint64("incarnation", inc).Msg("asking to join")
 	return nil
+}
+
+// firstT is where a group this node founds starts its timestamp: at the wall
+// clock in microseconds, so that fencing tokens keep increasing across
+// groups founded one after another under this name (a group's T usually
+// advances slower), and above the highest timestamp this node saw before,
+// if it keeps a TimestampFile.
+func (g *Group) firstT() uint64 {
+	now := uint64(time.Now().UnixMicro())
+	if g.cfg.TimestampFile == "" {
+		return now
+	}
+	seen, err := fence.Highest(g.cfg.TimestampFile)
+	if err != nil {
+		g.log.Error().Err(err).Msg("cannot read the highest group timestamp seen; founding from the wall clock alone")
+		return now
+	}
+	if seen == 0 {
+		return now
+	}
+	floor := seen + arbiter.TakeoverGap
+	if now < floor {
+		g.aboveSeen = seen
+	}
+	return max(now, floor)
+}
+
+// persistT records the highest timestamp this node has seen in its
+// TimestampFile: at most once a second, unless now.
+func (g *Group) persistT(now bool) {
+	if g.cfg.TimestampFile == "" || !g.node.HasState() {
+		return
+	}
+	t := g.node.T()
+	if t <= g.savedT || (!now && g.clock.Now().Sub(g.savedAt) < time.Second) {
+		return
+	}
+	select {
+	case g.toSave <- t:
+	default: // the writer is busy: replace what waits with the newer one
+		select {
+		case <-g.toSave:
+		default:
+		}
+		g.toSave <- t
+	}
+	g.savedT, g.savedAt = t, g.clock.Now()
+}
+
+// saveTimestamps writes the timestamps persistT hands over, until the loop
+// ends and closes toSave.
+func (g *Group) saveTimestamps() {
+	defer close(g.saved)
+	for t := range g.toSave {
+		if err := fence.Check(g.cfg.TimestampFile, t); err != nil && !errors.Is(err, fence.ErrStale) {
+			g.log.Warn().Err(err).Msg("cannot record the group timestamp")
+		}
+	}
 }
 
 // run is the node's goroutine: it alone touches the state machine.
 func (g *Group) run() {
 	defer close(g.done)
 	defer g.closeStreams()
+	defer func() {
+		g.persistT(true)
+		if g.toSave != nil {
+			close(g.toSave)
+			<-g.saved // the last timestamp is on disk when Close returns
+		}
+	}()
 	ticker := g.clock.NewTicker(g.cfg.Tick)
 	defer ticker.Stop()
 	packets := g.tr.Packets()
@@ -213,10 +321,12 @@ func (g *Group) run() {
 	// monotonic clock: a ticker drops ticks when the loop stalls or the
 	// process is paused, and a lease counted in dropped ticks would run slow
 	// (the unsafe way). Time catches up before anything else is handled.
-	start, ticked := g.clock.Now(), int64(0)
 	catchUp := func() {
-		for due := int64(g.clock.Now().Sub(start) / g.cfg.Tick); ticked < due; ticked++ {
-			g.node.Tick()
+		// In one step: after a stall the machine must see the time it is,
+		// not relive the ticks it missed (see arbiter.Node.TickBy).
+		if due := int64(g.clock.Now().Sub(g.start) / g.cfg.Tick); due > g.ticked {
+			g.node.TickBy(uint64(due - g.ticked))
+			g.ticked = due
 		}
 	}
 	g.flush()
@@ -226,6 +336,7 @@ func (g *Group) run() {
 			return
 		case <-ticker.C():
 			catchUp()
+			g.persistT(false)
 		case p, ok := <-packets:
 			catchUp()
 			if !ok {
@@ -296,6 +407,31 @@ func (g *Group) flush() {
 			g.handle(e)
 		}
 	}
+	g.leaseEnd.Store(g.start.Add(time.Duration(g.node.LeaseExpiry()) * g.cfg.Tick).UnixNano())
+}
+
+// NoQuorumError is the error of a wait that ended (its context did) while
+// this node reached no majority of the group: that is why it waited in
+// vain. It matches both ErrNoQuorum and the context's error.
+type NoQuorumError struct {
+	Err    error  // the context's error
+	Quorum Quorum // what this node reached when the wait ended
+}
+
+// Error says both.
+func (e *NoQuorumError) Error() string { return e.Err.Error() + ": " + e.Quorum.String() }
+
+// Unwrap returns the context's error and ErrNoQuorum.
+func (e *NoQuorumError) Unwrap() []error { return []error{e.Err, ErrNoQuorum} }
+
+// quorumErr wraps err with the reason a wait failed, if it is that this node
+// reaches no majority.
+func (g *Group) quorumErr(err error) error {
+	st, serr := g.Status()
+	if serr != nil || st.Quorum.Held || !st.Joined {
+		return err
+	}
+	return &NoQuorumError{Err: err, Quorum: st.Quorum}
 }
 
 // send packs the messages into datagrams (consecutive messages to one
@@ -348,6 +484,11 @@ func (g *Group) handle(e Event) {
 			g.finishJoin(err)
 			return
 		}
+		if err := arbiter.CheckParams(p, g.cfg.ticks(g.cfg.HeartbeatInterval)); err != nil {
+			g.finishJoin(fmt.Errorf("%w: the group's timings do not fit this node's heartbeat: %v", ErrConfig, err))
+			return
+		}
+		g.recordMembership()
 		g.finishJoin(nil)
 		for _, name := range sortedNames(g.locks) {
 			g.next(name)
@@ -356,6 +497,9 @@ func (g *Group) handle(e Event) {
 		g.finishJoin(ErrGroupFull)
 		g.fail(ErrGroupFull) // on a rejoin: nobody waiting here can be served
 	case EventLeft:
+		if e.Reason != arbiter.LeaveUnconfirmed {
+			g.forgetMembership()
+		}
 		if g.left != nil {
 			close(g.left)
 			g.left = nil
@@ -371,6 +515,8 @@ func (g *Group) handle(e Event) {
 		g.lost(e)
 	case EventUpdate:
 		g.publishLocal(e)
+	case EventEpoch:
+		g.persistT(true) // a takeover jumps T: record it at once
 	}
 	select {
 	case g.events <- e:
@@ -417,18 +563,20 @@ func (g *Group) removed() {
 		return
 	}
 	g.stats.Rejoins++
+	// What this node held is gone; what it waited for it asks for again,
+	// as the new member, once it has joined (EventJoined).
 	for _, name := range sortedNames(g.locks) {
 		ls := g.locks[name]
 		if ls.lease != nil {
 			ls.lease.lose(ErrRemoved)
 			ls.lease = nil
 		}
-		for _, w := range ls.waiters {
-			w.ch <- acquireResult{err: ErrRemoved}
+		ls.req = 0
+		if len(ls.waiters) == 0 {
+			delete(g.locks, name)
 		}
-		delete(g.locks, name)
 	}
-	if err := g.newNode(); err != nil {
+	if err := g.newNode(false); err != nil {
 		g.log.Error().Err(err).Msg("could not rejoin")
 		g.fail(err)
 	}
@@ -440,12 +588,20 @@ func (g *Group) logEvent(e Event) {
 	case EventFounded:
 		l.Warn().Uint64("node", uint64(e.Node)).Str("address", g.cfg.Address).
 			Msg("no member answered: founded the group; if other hosts already run it, multicast does not reach between them")
+		if g.aboveSeen != 0 {
+			l.Info().Uint64("T", e.T).Uint64("seen", g.aboveSeen).Str("file", g.cfg.TimestampFile).
+				Msg("the group starts above the highest timestamp this node saw before, not at the wall clock, so fencing tokens keep increasing (takeovers move the timestamp ahead of the clock; so does a clock set back)")
+		}
 	case EventJoined:
 		l.Info().Uint64("node", uint64(e.Node)).Int("members", len(g.node.Members())).Uint64("T", e.T).Msg("joined the group")
 	case EventGroupFull:
 		l.Error().Msg("the group is full: refused")
 	case EventLeft:
-		l.Info().Msg("left the group")
+		if e.Reason == arbiter.LeaveUnconfirmed {
+			l.Warn().Msg("left without the group confirming it (it may still count this node until it removes it)")
+		} else {
+			l.Info().Msg("left the group")
+		}
 	case EventRemoved:
 		l.Warn().Str("reason", e.Reason).Msg("the group removed this node; rejoining as a new member")
 	case EventMemberJoined:
@@ -462,6 +618,20 @@ func (g *Group) logEvent(e Event) {
 		l.Debug().Str("resource", e.Resource).Uint64("token", e.Token).Msg("released")
 	case EventLost:
 		l.Warn().Str("resource", e.Resource).Uint64("token", e.Token).Str("reason", e.Reason).Msg("lost a resource")
+	case EventEpoch:
+		l.Info().Uint64("epoch", e.Epoch).Uint64("server", uint64(e.Node)).Uint64("T", e.T).Msg(e.Reason)
+	case EventTakeoverStarted:
+		l.Warn().Str("reason", e.Reason).Msg("takeover started: asking the members to make this node the server")
+	case EventTakeoverWon:
+		l.Warn().Uint64("epoch", e.Epoch).Msg(e.Reason)
+	case EventTakeoverFailed:
+		l.Warn().Str("reason", e.Reason).Msg("takeover given up")
+	case EventStepDown:
+		l.Warn().Str("reason", e.Reason).Msg("stopped serving")
+	case EventQuorumLost:
+		l.Error().Str("reason", e.Reason).Msg("no quorum: this side of the network grants no lock until a majority of the group is reachable")
+	case EventQuorumRegained:
+		l.Info().Str("reason", e.Reason).Msg("quorum regained")
 	}
 }
 
@@ -543,9 +713,27 @@ type Status struct {
 	// runs out, the group may hand what it held to another after the margin.
 	LeaseTimeout time.Duration
 	LeaseMargin  time.Duration
-	Resources    []arbiter.ResourceInfo
-	Held         []arbiter.Held
-	Stats        Stats
+	// LeaseLeft is how long this node's own lease has left unless it is
+	// renewed (at every turn, from its answers to the server's pings).
+	LeaseLeft time.Duration
+	// Failover. Epoch is the epoch of this node's log (each takeover begins
+	// one); Backup the member that backs the server up and takes over
+	// first if it dies; Authority whether this node is the server and a
+	// majority answers it; SinceHeard how long ago the server (HeardFrom)
+	// last pinged this node; Claiming the epoch this node asks to take over
+	// (0: none); Frozen whether, having taken over without proof of every
+	// grant in effect, it waits out the old epoch's leases.
+	Epoch      uint64
+	Backup     NodeID
+	Authority  bool
+	Quorum     Quorum
+	SinceHeard time.Duration
+	HeardFrom  NodeID
+	Claiming   uint64
+	Frozen     bool
+	Resources  []arbiter.ResourceInfo
+	Held       []arbiter.Held
+	Stats      Stats
 }
 
 // Status reports the node and the group.
@@ -556,11 +744,20 @@ func (g *Group) Status() (Status, error) {
 		st := g.stats
 		st.Sent = maps.Clone(g.stats.Sent)
 		st.Machine = g.node.Stats()
+		since, from := g.node.SinceHeard()
+		claim, _ := g.node.Claiming()
+		var left time.Duration
+		if exp, now := g.node.LeaseExpiry(), g.node.Now(); exp > now {
+			left = time.Duration(exp-now) * g.cfg.Tick
+		}
 		return Status{
 			Group: g.cfg.Name, Self: g.node.ID(), Addr: g.tr.LocalAddr(), Joined: g.node.Joined(),
 			T: g.node.T(), Server: srv, IsServer: g.node.IsServer(), Instance: g.node.Instance(),
 			Members: g.node.Members(), Resources: g.node.Resources(), Held: g.node.Held(), Stats: st,
 			LeaseTimeout: time.Duration(p.LeaseTicks) * g.cfg.Tick, LeaseMargin: time.Duration(p.LeaseMarginTicks) * g.cfg.Tick,
+			LeaseLeft: left, Epoch: g.node.Epoch(), Backup: g.node.Backup(), Authority: g.node.HasAuthority(),
+			Quorum: g.node.Quorum(), SinceHeard: time.Duration(since) * g.cfg.Tick, HeardFrom: from,
+			Claiming: claim, Frozen: g.node.Frozen(),
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/group/fence"
 	"github.com/mcnode/mcnode/group/memnet"
 )
 
@@ -20,6 +22,7 @@ func memConfig(net *memnet.Network) group.Config {
 	c := group.DefaultLocalConfig()
 	c.Name = "test"
 	c.Transport = net.Endpoint()
+	c.Clock = group.SystemClock{} // the synctest bubble's time
 	return c
 }
 
@@ -323,6 +326,9 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"LeaseTimeout", func(c *group.Config) { c.LeaseTimeout = 100 * time.Millisecond }},
 		{"Bind", func(c *group.Config) { c.Bind = "nonsense" }},
 		{"MaxDatagram", func(c *group.Config) { c.MaxDatagram = 100 }},
+		{"LeaseMargin", func(c *group.Config) { c.LeaseMargin = c.Tick }},
+		{"TakeoverTimeout", func(c *group.Config) { c.TakeoverTimeout = 2 * c.HeartbeatInterval }},
+		{"TakeoverTimeout", func(c *group.Config) { c.TakeoverTimeout = c.LeaseTimeout/2 + c.Tick }},
 	}
 	for _, tc := range cases {
 		c := group.DefaultLocalConfig()
@@ -436,6 +442,75 @@ func TestSeparatelyFoundedRunsAreDetected(t *testing.T) {
 		}
 		if len(sa.Members) != 1 || len(sb.Members) != 1 {
 			t.Fatalf("a foreign run's datagrams changed the view: %d and %d members", len(sa.Members), len(sb.Members))
+		}
+	})
+}
+
+// A group founded by a node that keeps a TimestampFile starts above the
+// highest timestamp recorded there, even when the wall clock is behind it
+// (it went back, or takeovers moved the group's timestamp ahead of it): so
+// the first fencing token is above every token the old group gave. The file
+// then records the new group's timestamp.
+func TestFoundingStartsAboveTheTimestampSeen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "ts")
+		seen := uint64(time.Now().UnixMicro()) + 1<<40 // far ahead of the clock
+		if err := fence.Check(file, seen); err != nil {
+			t.Fatal(err)
+		}
+		cfg := memConfig(memnet.New(13))
+		cfg.TimestampFile = file
+		g, err := group.Join(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		l, err := g.Acquire(context.Background(), "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Token() <= seen {
+			t.Fatalf("first token %d, not above the timestamp %d seen before", l.Token(), seen)
+		}
+		time.Sleep(2 * time.Second)
+		if got, err := fence.Highest(file); err != nil || got <= seen {
+			t.Fatalf("file records %d (%v), want the new group's timestamp above %d", got, err, seen)
+		}
+	})
+}
+
+// A node the group removed (it was cut off for longer than the lease)
+// rejoins with a new state machine, whose ticks start again at 0: the lease
+// deadlines it reports must count from that machine's start, not the first
+// one's, or `mcnode lock` would see every new lease as expired already and
+// kill its command at once.
+func TestLeaseDeadlineAfterRejoin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(14)
+		gs := joinAll(t, net, 3)
+		g := gs[2]
+		time.Sleep(5 * time.Second)
+		net.Isolate(g.Addr(), true)
+		time.Sleep(10 * time.Second) // far past the lease: the others remove it
+		net.Isolate(g.Addr(), false)
+		for i := 0; i < 200; i++ {
+			if st, _ := g.Status(); st.Stats.Rejoins > 0 && st.Joined {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if st, _ := g.Status(); st.Stats.Rejoins == 0 || !st.Joined {
+			t.Fatalf("the isolated node did not rejoin: %d rejoins, joined %v", st.Stats.Rejoins, st.Joined)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		l, err := g.Acquire(ctx, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease := memConfig(net).LeaseTimeout
+		if left := l.Remaining(); left <= 0 || left > lease {
+			t.Errorf("a lease just granted after the rejoin has %v left, want within (0, %v]", left, lease)
 		}
 	})
 }

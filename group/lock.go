@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/mcnode/mcnode/wire"
 )
@@ -28,6 +29,16 @@ func (l *Lease) Name() string { return l.name }
 
 // Token is the fencing token.
 func (l *Lease) Token() uint64 { return l.token }
+
+// Expires returns when this node's lease runs out unless the group renews it
+// (it does at every ping of the server this node answers), on the
+// group's Clock: for BootClock, CLOCK_BOOTTIME, not the time of day. A
+// holder that can no longer be sure to hear Lost in time (its runtime may be
+// stopped) must stop using the resource by then.
+func (l *Lease) Expires() time.Time { return time.Unix(0, l.g.leaseEnd.Load()) }
+
+// Remaining returns how long this node's lease has left unless renewed.
+func (l *Lease) Remaining() time.Duration { return l.Expires().Sub(l.g.clock.Now()) }
 
 // Lost returns a channel that is closed if the group takes the resource
 // back before Release: this node's lease ran out (it lost contact with the
@@ -118,7 +129,7 @@ func (g *Group) acquire(ctx context.Context, name string, try bool) (*Lease, err
 			}
 		default:
 		}
-		return nil, ctx.Err()
+		return nil, g.quorumErr(ctx.Err())
 	case <-g.done:
 		return nil, ErrNodeClosed
 	}

@@ -39,12 +39,16 @@ func benchMessages() []Message {
 		&Ping{Turn: 1727712000123456, Probe: 1},
 		&PingReply{Turn: 1727712000123456, Probe: 1},
 		&Sync{T: 1727712000123519, Next: 1727712000123520, Turn: 1727712000123456,
-			Unheard: []Silence{{ID: 4, Ticks: 50}, {ID: 5, Ticks: 120}}, Remove: []NodeID{5}, Digest: 0x9e3779b97f4a7c15},
+			Unheard: []Silence{{ID: 4, Ticks: 50}, {ID: 5, Ticks: 120}}, Remove: 5, Backup: 2, Digest: 0x9e3779b97f4a7c15},
 		&Nak{From: 1727712000123460, Count: 16},
 		&StateRequest{},
 		&StateChunk{T: 1727712000123456, Index: 2, Count: 5, Data: chunk},
 		&Update{Seq: 88, Topic: "config", Data: []byte(`{"replicas":3,"leader":"node-2"}`)},
-		&Heartbeat{Turn: 1727712000123456},
+		&Takeover{T: 1727712000123462, Next: 1727712000123520, Epoch: 4, PrevEpoch: 3, Server: 2, Backup: 3},
+		&Claim{Epoch: 4},
+		&Vote{Epoch: 4, Granted: true, Prior: 3, SeenT: 1727712000123462},
+		&Ack{},
+		&AckRequest{T: 1727712000123460},
 	}
 }
 

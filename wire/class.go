@@ -9,19 +9,20 @@ type Class string
 // per critical-section entry; the others are membership and repair traffic,
 // reported apart.
 const (
-	ClassRequest   Class = "request"   // requests and cancels
-	ClassDecision  Class = "decision"  // multicast decisions other than a bare SYNC
-	ClassRelease   Class = "release"   // holders' releases
-	ClassSync      Class = "sync"      // SYNC hand-overs and their retries
-	ClassPing      Class = "ping"      // pings and replies
-	ClassHeartbeat Class = "heartbeat" // idle servers' heartbeats
-	ClassRepair    Class = "repair"    // NAKs and retransmitted decisions
-	ClassJoin      Class = "join"      // join requests, greetings, state transfer, leaves
-	ClassUpdate    Class = "update"    // application state updates
+	ClassRequest  Class = "request"  // requests and cancels
+	ClassDecision Class = "decision" // multicast decisions other than a bare SYNC
+	ClassRelease  Class = "release"  // holders' releases
+	ClassSync     Class = "sync"     // SYNC hand-overs and their retries
+	ClassPing     Class = "ping"     // pings and replies: the server's liveness and authority
+	ClassAck      Class = "ack"      // the backup's acks, and requests for them
+	ClassTakeover Class = "takeover" // claims, votes and takeover decisions
+	ClassRepair   Class = "repair"   // NAKs and retransmitted decisions
+	ClassJoin     Class = "join"     // join requests, greetings, state transfer, leaves
+	ClassUpdate   Class = "update"   // application state updates
 )
 
 // Classes lists every class, core first.
-var Classes = []Class{ClassRequest, ClassDecision, ClassRelease, ClassSync, ClassPing, ClassHeartbeat, ClassRepair, ClassJoin, ClassUpdate}
+var Classes = []Class{ClassRequest, ClassDecision, ClassRelease, ClassSync, ClassPing, ClassAck, ClassTakeover, ClassRepair, ClassJoin, ClassUpdate}
 
 // Core reports whether the class is part of the per-entry cost (request,
 // grant, release).
@@ -54,12 +55,14 @@ func Classify(p *Packet, multicast bool) Class {
 		return ClassJoin
 	case has(KindSync) && (multicast || len(p.Messages) == 1):
 		return ClassSync
-	case has(KindNak) || (!multicast && has(KindGrant, KindReleased, KindSync, KindOkToJoin, KindGroupFull, KindLeft)):
+	case has(KindClaim, KindVote) || (multicast && has(KindTakeover)):
+		return ClassTakeover
+	case has(KindNak) || (!multicast && has(KindGrant, KindReleased, KindSync, KindOkToJoin, KindGroupFull, KindLeft, KindTakeover)):
 		return ClassRepair
 	case has(KindPing, KindPingReply):
 		return ClassPing
-	case has(KindHeartbeat):
-		return ClassHeartbeat
+	case has(KindAck, KindAckRequest):
+		return ClassAck
 	case has(KindUpdate):
 		return ClassUpdate
 	}

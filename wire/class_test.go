@@ -23,6 +23,12 @@ func TestClassify(t *testing.T) {
 		{"retransmitted decision", []Message{granted}, false, ClassRepair},
 		{"request", []Message{&Request{Req: 1, Resource: "r"}}, true, ClassRequest},
 		{"release", []Message{&Release{Req: 1, Resource: "r"}}, true, ClassRelease},
+		{"backup's ack", []Message{&Ack{}}, true, ClassAck},
+		{"ack request", []Message{&AckRequest{T: 5}}, false, ClassAck},
+		{"claim", []Message{&Claim{Epoch: 2}}, true, ClassTakeover},
+		{"vote", []Message{&Vote{Epoch: 2, Granted: true}}, false, ClassTakeover},
+		{"takeover decision", []Message{&Takeover{T: 9, Next: 16, Epoch: 2, PrevEpoch: 1, Server: 3, Backup: 1}}, true, ClassTakeover},
+		{"retransmitted takeover", []Message{&Takeover{T: 9, Next: 16, Epoch: 2, PrevEpoch: 1, Server: 3, Backup: 1}}, false, ClassRepair},
 	} {
 		if got := Classify(&Packet{Messages: c.msgs}, c.multicast); got != c.want {
 			t.Errorf("%s: class %s, want %s", c.name, got, c.want)

@@ -11,7 +11,7 @@ import (
 
 // Version is the wire format version carried in every datagram. A node drops
 // datagrams of another version.
-const Version = 1
+const Version = 2
 
 // magic opens every mcnode datagram ("mc").
 var magic = [2]byte{'m', 'c'}
@@ -55,12 +55,19 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // Header opens every datagram. Every message in the datagram is from the same
 // sender at the same group timestamp T (the sender's; a receiver that sees a
 // larger T than its own knows it has decisions to catch up on).
+//
+// (LogEpoch, T) is the sender's position in the log: it has applied every
+// decision below T, the last of them made in epoch LogEpoch. Epoch is the
+// highest epoch the sender has promised (voted for or entered): a server of a
+// lower epoch is stale to it.
 type Header struct {
 	Group    uint64 // GroupID of the group name: two groups on one address ignore each other
 	Instance uint64 // the incarnation of the member that founded this run of the group
 	From     NodeID // the sender's logical ID, 0 before it is admitted
 	Inc      uint64 // the sender's incarnation ID
 	T        uint64 // the sender's group timestamp
+	Epoch    uint64 // the highest epoch the sender has promised
+	LogEpoch uint64 // the epoch of the last decision the sender applied
 }
 
 // Packet is a decoded datagram.
@@ -112,14 +119,16 @@ func NewCodec(l Limits) (*Codec, error) {
 // Limits returns the codec's limits.
 func (c *Codec) Limits() Limits { return c.limits }
 
-// AppendHeader appends the 44-byte datagram header.
+// AppendHeader appends the 60-byte datagram header.
 func AppendHeader(dst []byte, h Header) []byte {
 	dst = append(dst, magic[0], magic[1], Version, 0)
 	dst = binary.BigEndian.AppendUint64(dst, h.Group)
 	dst = binary.BigEndian.AppendUint64(dst, h.Instance)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(h.From))
 	dst = binary.BigEndian.AppendUint64(dst, h.Inc)
-	return binary.BigEndian.AppendUint64(dst, h.T)
+	dst = binary.BigEndian.AppendUint64(dst, h.T)
+	dst = binary.BigEndian.AppendUint64(dst, h.Epoch)
+	return binary.BigEndian.AppendUint64(dst, h.LogEpoch)
 }
 
 // AppendMessage validates m and appends it framed: type byte, body length
@@ -197,6 +206,8 @@ func DecodeHeader(b []byte) (Header, error) {
 		From:     NodeID(binary.BigEndian.Uint64(b[20:])),
 		Inc:      binary.BigEndian.Uint64(b[28:]),
 		T:        binary.BigEndian.Uint64(b[36:]),
+		Epoch:    binary.BigEndian.Uint64(b[44:]),
+		LogEpoch: binary.BigEndian.Uint64(b[52:]),
 	}, nil
 }
 

@@ -24,18 +24,23 @@ func samples() []Message {
 		&Release{Req: 17, Resource: "printer", Token: 51},
 		&Cancel{Req: 18, Resource: "scanner"},
 		&Released{T: 53, Next: 54, Node: 4, Req: 17, Resource: "printer", Token: 51},
-		&Ping{Turn: 64, Probe: 2},
+		&Ping{Turn: 64, Probe: 2, Reachable: 3},
+		&Ping{Turn: 64, Probe: 9, Reachable: 4, Prev: 8, ViewT: 12, Unanswered: []NodeID{3, 7}},
 		&PingReply{Turn: 64, Probe: 2},
-		&Sync{T: 95, Next: 128, Turn: 64, Unheard: []Silence{{ID: 3, Ticks: 400}}, Remove: []NodeID{3}, Digest: 0x1234567890abcdef},
+		&Sync{T: 95, Next: 128, Turn: 64, Unheard: []Silence{{ID: 3, Ticks: 400}}, Unanswered: []NodeID{5}, Remove: 3, Backup: 4, Digest: 0x1234567890abcdef},
 		&Nak{From: 60, Count: 16},
 		&StateRequest{},
 		&StateChunk{T: 70, Index: 1, Count: 3, Data: []byte{1, 2, 3, 4}},
 		&Update{Seq: 3, Topic: "score", Data: []byte("player 2: 40")},
-		&Heartbeat{Turn: 64},
+		&Takeover{T: 96, Next: 128, Epoch: 3, PrevEpoch: 2, Server: 4, Backup: 5, Wait: true},
+		&Claim{Epoch: 3, Pre: true},
+		&Vote{Epoch: 3, Pre: true, Granted: true, Prior: 2, SeenT: 99},
+		&Ack{},
+		&AckRequest{T: 52},
 	}
 }
 
-var testHeader = Header{Group: GroupID("demo"), Instance: 0xabc, From: 4, Inc: 99, T: 1234}
+var testHeader = Header{Group: GroupID("demo"), Instance: 0xabc, From: 4, Inc: 99, T: 1234, Epoch: 3, LogEpoch: 2}
 
 func newTestCodec(t testing.TB) *Codec {
 	t.Helper()
@@ -246,6 +251,7 @@ func TestSnapshotRoundTripAndValidation(t *testing.T) {
 			{Name: "a", Holder: 1, HolderReq: 2, Token: 90, Queue: []Waiter{{Node: 3, Req: 4, Since: 95}}},
 			{Name: "b", Holder: 3, HolderReq: 1, Token: 12},
 		},
+		Epoch: 2, Backup: 3, ViewT: 80, Epochs: []EpochMark{{Epoch: 1, T: 1}, {Epoch: 2, T: 80}},
 	}
 	b, err := c.EncodeSnapshot(s)
 	if err != nil {
@@ -264,6 +270,16 @@ func TestSnapshotRoundTripAndValidation(t *testing.T) {
 	bad.Members = []MemberState{{ID: 4}}
 	if _, err := c.EncodeSnapshot(&bad); !errors.Is(err, ErrLimit) {
 		t.Fatalf("member ID not below NextID: err = %v", err)
+	}
+	bad = *s
+	bad.Epochs = []EpochMark{{Epoch: 2, T: 80}, {Epoch: 1, T: 90}}
+	if _, err := c.EncodeSnapshot(&bad); !errors.Is(err, ErrLimit) {
+		t.Fatalf("epoch history going back: err = %v", err)
+	}
+	bad = *s
+	bad.Epoch = 3
+	if _, err := c.EncodeSnapshot(&bad); !errors.Is(err, ErrLimit) {
+		t.Fatalf("epoch history not ending with the snapshot's epoch: err = %v", err)
 	}
 	if _, err := c.DecodeSnapshot(b[:len(b)-3]); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("truncated snapshot: err = %v", err)

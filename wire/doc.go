@@ -5,10 +5,10 @@
 //
 // Each UDP datagram carries one or more messages from one sender:
 //
-//	0      2    3    4          12         20       28       36       44
-//	+------+----+----+----------+----------+--------+--------+--------+-----------
-//	| "mc" | v1 | 0  | group    | instance | from   | inc    | T      | messages…
-//	+------+----+----+----------+----------+--------+--------+--------+-----------
+//	0      2    3    4          12         20       28       36       44       52         60
+//	+------+----+----+----------+----------+--------+--------+--------+--------+----------+-----------
+//	| "mc" | v2 | 0  | group    | instance | from   | inc    | T      | epoch  | log epoch| messages…
+//	+------+----+----+----------+----------+--------+--------+--------+--------+----------+-----------
 //	                   uint64 big-endian fields
 //
 //	message = kind (1 byte) | body length (uvarint) | body (msgpack array)
@@ -16,7 +16,8 @@
 // group is GroupID(name), so two groups sharing one multicast address ignore
 // each other; instance names one run of the group (the founder's
 // incarnation); from/inc/T are the sender's logical ID, incarnation and group
-// timestamp. Message bodies are msgpack (hashicorp/go-msgpack/v2) with struct
+// timestamp; epoch is the highest epoch the sender has promised and log epoch
+// the epoch of the last decision it applied (see Header). Message bodies are msgpack (hashicorp/go-msgpack/v2) with struct
 // fields as array elements in declaration order; a decoder skips array
 // elements it does not know (fields added at the end by a later version) and
 // whole messages of kinds it does not know.

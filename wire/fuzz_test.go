@@ -62,6 +62,7 @@ func FuzzSnapshot(f *testing.F) {
 		Instance: 1, T: 9, NextID: 3, Params: Params{TurnLength: 4, MaxMembers: 4},
 		Members:   []MemberState{{ID: 1, Addr: "x"}, {ID: 2, Decided: []uint64{3}}},
 		Resources: []ResourceState{{Name: "r", Holder: 1, Queue: []Waiter{{Node: 2, Req: 1}}}},
+		Epoch:     1, Epochs: []EpochMark{{Epoch: 1, T: 1}},
 	})
 	if err != nil {
 		f.Fatal(err)

@@ -32,7 +32,7 @@ type Limits struct {
 const MaxUDPPayload = 65507
 
 // HeaderLen is the size of the datagram header in bytes.
-const HeaderLen = 44
+const HeaderLen = 60
 
 // DefaultLimits returns the limits every node uses unless configured
 // otherwise.
@@ -149,18 +149,55 @@ func (m *Released) Validate(l Limits) error {
 	return checkName("Released.Resource", m.Resource, l.MaxName, true)
 }
 
-func (m *Ping) Validate(Limits) error      { return nil }
+func (m *Ping) Validate(l Limits) error {
+	if m.Prev >= m.Probe && m.Prev != 0 {
+		return fmt.Errorf("%w: Ping.Prev %d not before Probe %d", ErrLimit, m.Prev, m.Probe)
+	}
+	return checkLen("Ping.Unanswered", len(m.Unanswered), l.MaxMembers)
+}
 func (m *PingReply) Validate(Limits) error { return nil }
 
 func (m *Sync) Validate(l Limits) error {
 	if err := checkDecisionStamp(m.T, m.Next); err != nil {
 		return err
 	}
-	if err := checkLen("Sync.Unheard", len(m.Unheard), l.MaxMembers); err != nil {
+	if err := checkLen("Sync.Unanswered", len(m.Unanswered), l.MaxMembers); err != nil {
 		return err
 	}
-	return checkLen("Sync.Remove", len(m.Remove), l.MaxMembers)
+	return checkLen("Sync.Unheard", len(m.Unheard), l.MaxMembers)
 }
+
+func (m *Takeover) Validate(Limits) error {
+	if err := checkDecisionStamp(m.T, m.Next); err != nil {
+		return err
+	}
+	switch {
+	case m.Server == 0:
+		return fmt.Errorf("%w: Takeover.Server is zero", ErrLimit)
+	case m.Epoch <= m.PrevEpoch:
+		return fmt.Errorf("%w: Takeover.Epoch %d not above PrevEpoch %d", ErrLimit, m.Epoch, m.PrevEpoch)
+	case m.Backup == m.Server:
+		return fmt.Errorf("%w: Takeover.Backup is the server itself", ErrLimit)
+	}
+	return nil
+}
+
+func (m *Claim) Validate(Limits) error {
+	if m.Epoch == 0 {
+		return fmt.Errorf("%w: Claim.Epoch is zero", ErrLimit)
+	}
+	return nil
+}
+
+func (m *Vote) Validate(Limits) error {
+	if m.Epoch == 0 {
+		return fmt.Errorf("%w: Vote.Epoch is zero", ErrLimit)
+	}
+	return nil
+}
+
+func (m *Ack) Validate(Limits) error        { return nil }
+func (m *AckRequest) Validate(Limits) error { return nil }
 
 func (m *Nak) Validate(Limits) error          { return nil }
 func (m *StateRequest) Validate(Limits) error { return nil }
@@ -182,8 +219,6 @@ func (m *Update) Validate(l Limits) error {
 	}
 	return checkLen("Update.Data", len(m.Data), l.MaxUpdate)
 }
-
-func (m *Heartbeat) Validate(Limits) error { return nil }
 
 // checkDecisionStamp enforces that a decision moves time forward.
 func checkDecisionStamp(t, next uint64) error {

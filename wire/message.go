@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // NodeID is a member's logical ID: assigned by the server in the OK_TO_JOIN
 // decision, increasing in join order, never reused. Zero means "no ID yet".
@@ -30,7 +33,13 @@ const (
 	KindStateRequest Kind = 0x10 // please send me your replicated state
 	KindStateChunk   Kind = 0x11 // one piece of a state transfer
 	KindUpdate       Kind = 0x12 // application state update (paper: "system state update")
-	KindHeartbeat    Kind = 0x13 // server → group when idle: carries T
+	// 0x13 was version 1's idle-server heartbeat; the server's periodic Ping
+	// took its place. Never reuse it.
+	KindTakeover   Kind = 0x14 // decision: a new epoch begins with this server (takeover)
+	KindClaim      Kind = 0x15 // candidate → group: vote for me as server of a new epoch
+	KindVote       Kind = 0x16 // member → candidate: the answer to a Claim
+	KindAck        Kind = 0x17 // backup → group (or a member → server): I have applied the log below header T
+	KindAckRequest Kind = 0x18 // grantee → backup: have you applied my grant yet?
 )
 
 var kindNames = map[Kind]string{
@@ -39,7 +48,8 @@ var kindNames = map[Kind]string{
 	KindRequest: "request", KindGrant: "grant", KindRelease: "release", KindCancel: "cancel",
 	KindReleased: "released", KindPing: "ping", KindPingReply: "ping-reply", KindSync: "sync",
 	KindNak: "nak", KindStateRequest: "state-request", KindStateChunk: "state-chunk",
-	KindUpdate: "update", KindHeartbeat: "heartbeat",
+	KindUpdate: "update", KindTakeover: "takeover", KindClaim: "claim", KindVote: "vote",
+	KindAck: "ack", KindAckRequest: "ack-request",
 }
 
 // String returns the kind's name, or its number for an unknown kind.
@@ -53,14 +63,15 @@ func (k Kind) String() string {
 // Kinds returns every known kind in type-byte order.
 func Kinds() []Kind {
 	out := make([]Kind, 0, len(kindNames))
-	for k := KindJoinRequest; k <= KindHeartbeat; k++ {
+	for k := range kindNames {
 		out = append(out, k)
 	}
+	slices.Sort(out)
 	return out
 }
 
-// Message is one protocol message. The sender's ID, incarnation and group
-// timestamp travel once per datagram, in the Header.
+// Message is one protocol message. The sender's ID, incarnation, group
+// timestamp and epochs travel once per datagram, in the Header.
 type Message interface {
 	// Kind returns the message's type byte.
 	Kind() Kind
@@ -70,14 +81,20 @@ type Message interface {
 }
 
 // Decision is a message that the server sequences into the group's log. It
-// was decided at timestamp T; applying it moves the group timestamp to Next,
-// which is T+1 except where the decision hands the turn over (SYNC) or
-// changes the view, in which case Next is the first timestamp of the next
-// server's turn in the new view.
+// was decided at timestamp T in epoch Epoch; applying it moves the group
+// timestamp to Next, which is T+1 except where the decision hands the turn
+// over (SYNC), changes the view or begins an epoch (Takeover), in which case
+// Next is the first timestamp of the next server's turn in the new view.
+//
+// A decision is named by (Epoch, T): within an epoch there is one log, so two
+// decisions with the same epoch and T are the same decision wherever they are
+// found; decisions of different epochs at one T are not.
 type Decision interface {
 	Message
 	// Stamp returns the decision's timestamp and the timestamp after it.
 	Stamp() (t, next uint64)
+	// Era returns the epoch the decision was made in.
+	Era() uint64
 }
 
 // JoinRequest asks the group for admission (paper section 3.2). A newcomer
@@ -96,6 +113,7 @@ type JoinRequest struct {
 type OkToJoin struct {
 	_struct struct{} `codec:",toarray"`
 	T, Next uint64
+	Epoch   uint64
 	Inc     uint64 // the newcomer's incarnation, from its JoinRequest
 	ID      NodeID // the logical ID it is given
 	Addr    string
@@ -106,6 +124,7 @@ type OkToJoin struct {
 type GroupFull struct {
 	_struct struct{} `codec:",toarray"`
 	T, Next uint64
+	Epoch   uint64
 	Inc     uint64
 	Max     uint32 // the group's size limit
 }
@@ -129,6 +148,7 @@ type LeaveRequest struct {
 type Left struct {
 	_struct struct{} `codec:",toarray"`
 	T, Next uint64
+	Epoch   uint64
 	ID      NodeID
 }
 
@@ -154,6 +174,7 @@ type Request struct {
 type Grant struct {
 	_struct  struct{} `codec:",toarray"`
 	T, Next  uint64
+	Epoch    uint64
 	Node     NodeID
 	Req      uint64
 	Resource string
@@ -184,6 +205,7 @@ type Cancel struct {
 type Released struct {
 	_struct   struct{} `codec:",toarray"`
 	T, Next   uint64
+	Epoch     uint64
 	Node      NodeID
 	Req       uint64
 	Resource  string
@@ -196,9 +218,22 @@ type Released struct {
 type Ping struct {
 	_struct struct{} `codec:",toarray"`
 	Turn    uint64   // the T at which the server's turn began: names the turn
-	// Probe numbers the pings of one turn, so that the reply to the ping
-	// that confirms a successor is alive is told from an older one.
+	// Probe numbers the server's pings, so that a reply is counted for the
+	// ping it answers and no newer one.
 	Probe uint64
+	// Reachable is how many members (the server included) answered the
+	// server's last ping: fewer than a majority, and the server decides
+	// nothing, which its members report.
+	Reachable uint32
+	// Prev, if not 0, is the server's previous ping to all, and Unanswered
+	// every member of its view whose answer to it the server had not heard
+	// when it sent this one, with a majority's authority: every other member
+	// of that view (ViewT, the T of its last change) that answered Prev
+	// renews its lease from its answer. 0 when the server had no authority,
+	// or the list would not fit.
+	Prev       uint64
+	ViewT      uint64
+	Unanswered []NodeID
 }
 
 // PingReply answers a Ping, directly to the server, echoing Turn and Probe.
@@ -217,17 +252,94 @@ type Silence struct {
 }
 
 // Sync ends a server's turn (paper section 3.3): members not heard during the
-// turn are listed, those silent for longer than the lease are removed and
-// their resources reclaimed, and Next names the first timestamp of the next
-// server's turn. Digest is a hash of the replicated state after the Sync is
-// applied, which every node (the next server first) checks against its own.
+// turn are listed (Unheard, with how long they have been silent), at most one
+// member silent for longer than the lease is removed (its resources
+// reclaimed), and Next names the first timestamp of the next server's turn.
+// Unanswered lists the members heard during the turn that answered none of
+// its pings: they are not silent, but the SYNC renews no lease of theirs,
+// since a member renews from its own answer, which the server never got. The next server is always the one that was the
+// backup (it holds every decision); Backup names the member that will back
+// the next server up in turn. Digest is a hash of the replicated state after
+// the Sync is applied, which every node (the next server first) checks
+// against its own.
+//
+// One removal at a time, and only once the previous change of the view is
+// known to a majority: any two majorities of views that differ by one member
+// intersect, which is what keeps a takeover from finding a majority that
+// knows nothing of the last view.
 type Sync struct {
+	_struct    struct{} `codec:",toarray"`
+	T, Next    uint64
+	Epoch      uint64
+	Turn       uint64
+	Unheard    []Silence
+	Unanswered []NodeID
+	Remove     NodeID // 0: nobody
+	Backup     NodeID
+	Digest     uint64
+}
+
+// Takeover begins a new epoch (a decision). A member that has not heard the
+// server for the takeover timeout asks the others for their votes (Claim);
+// with the votes of a majority of its view it brings its log up to the most
+// advanced of theirs and decides Takeover at the timestamp that follows it.
+// Members that voted for the epoch refuse everything from lower epochs, so
+// the old server, if it is only cut off, can decide nothing any more.
+//
+// PrevEpoch is the epoch of the decision before this one: a member whose
+// own last decision is of another epoch holds a log that went another way,
+// and takes a state transfer instead. Server is the new server (the
+// schedule's server at Next), Backup the member that backs it up. Wait says
+// the new server could not prove that it knows every grant the old epoch
+// made, so it grants nothing for a lease (and its margin) after it won.
+type Takeover struct {
+	_struct   struct{} `codec:",toarray"`
+	T, Next   uint64
+	Epoch     uint64
+	PrevEpoch uint64
+	Server    NodeID
+	Backup    NodeID
+	Wait      bool
+}
+
+// Claim asks for votes to become the server of Epoch. A pre-claim (Pre)
+// changes nothing at the voters: it asks whether they would vote, so that a
+// member cut off from the group cannot raise the epoch and disrupt it when
+// it comes back (the pre-vote of Ongaro's Raft thesis, 2014, section 9.6).
+// The candidate's log position is in the datagram header (LogEpoch, T).
+type Claim struct {
 	_struct struct{} `codec:",toarray"`
-	T, Next uint64
-	Turn    uint64
-	Unheard []Silence
-	Remove  []NodeID
-	Digest  uint64
+	Epoch   uint64
+	Pre     bool
+}
+
+// Vote answers a Claim. Granted votes carry what the candidate needs to take
+// over safely: Prior, the highest epoch the voter had promised before this
+// one, and SeenT, the highest timestamp the voter has seen on the wire. The
+// voter's log position is in the datagram header (LogEpoch, T).
+type Vote struct {
+	_struct struct{} `codec:",toarray"`
+	Epoch   uint64
+	Pre     bool
+	Granted bool
+	Prior   uint64
+	SeenT   uint64
+}
+
+// Ack says that the sender has applied every decision below the T in its
+// header, in the epoch in its header's LogEpoch. The backup multicasts it
+// after applying a decision that hands a resource to someone, which may
+// enter only once the backup holds the decision; members send it to the
+// server after a change of the view or the epoch.
+type Ack struct {
+	_struct struct{} `codec:",toarray"`
+}
+
+// AckRequest asks the backup for an Ack once it has applied the decisions
+// below T: a grantee whose Ack was lost sends it.
+type AckRequest struct {
+	_struct struct{} `codec:",toarray"`
+	T       uint64
 }
 
 // Nak asks for the decisions from timestamp From on (at most Count of them):
@@ -261,14 +373,6 @@ type Update struct {
 	Data    []byte
 }
 
-// Heartbeat is multicast by a server that has sent nothing for a while, so
-// that members learn the current T and repair lost decisions at the tail of
-// the log.
-type Heartbeat struct {
-	_struct struct{} `codec:",toarray"`
-	Turn    uint64
-}
-
 // Kind implementations.
 
 func (*JoinRequest) Kind() Kind  { return KindJoinRequest }
@@ -289,7 +393,11 @@ func (*Nak) Kind() Kind          { return KindNak }
 func (*StateRequest) Kind() Kind { return KindStateRequest }
 func (*StateChunk) Kind() Kind   { return KindStateChunk }
 func (*Update) Kind() Kind       { return KindUpdate }
-func (*Heartbeat) Kind() Kind    { return KindHeartbeat }
+func (*Takeover) Kind() Kind     { return KindTakeover }
+func (*Claim) Kind() Kind        { return KindClaim }
+func (*Vote) Kind() Kind         { return KindVote }
+func (*Ack) Kind() Kind          { return KindAck }
+func (*AckRequest) Kind() Kind   { return KindAckRequest }
 
 // Stamp implementations: the decisions.
 
@@ -299,6 +407,15 @@ func (m *Left) Stamp() (uint64, uint64)      { return m.T, m.Next }
 func (m *Grant) Stamp() (uint64, uint64)     { return m.T, m.Next }
 func (m *Released) Stamp() (uint64, uint64)  { return m.T, m.Next }
 func (m *Sync) Stamp() (uint64, uint64)      { return m.T, m.Next }
+func (m *Takeover) Stamp() (uint64, uint64)  { return m.T, m.Next }
+
+func (m *OkToJoin) Era() uint64  { return m.Epoch }
+func (m *GroupFull) Era() uint64 { return m.Epoch }
+func (m *Left) Era() uint64      { return m.Epoch }
+func (m *Grant) Era() uint64     { return m.Epoch }
+func (m *Released) Era() uint64  { return m.Epoch }
+func (m *Sync) Era() uint64      { return m.Epoch }
+func (m *Takeover) Era() uint64  { return m.Epoch }
 
 // newMessage returns an empty message of kind k, or nil for an unknown kind.
 func newMessage(k Kind) Message {
@@ -339,8 +456,16 @@ func newMessage(k Kind) Message {
 		return &StateChunk{}
 	case KindUpdate:
 		return &Update{}
-	case KindHeartbeat:
-		return &Heartbeat{}
+	case KindTakeover:
+		return &Takeover{}
+	case KindClaim:
+		return &Claim{}
+	case KindVote:
+		return &Vote{}
+	case KindAck:
+		return &Ack{}
+	case KindAckRequest:
+		return &AckRequest{}
 	}
 	return nil
 }
@@ -348,7 +473,7 @@ func newMessage(k Kind) Message {
 // IsDecision reports whether messages of kind k are sequenced decisions.
 func (k Kind) IsDecision() bool {
 	switch k {
-	case KindOkToJoin, KindGroupFull, KindLeft, KindGrant, KindReleased, KindSync:
+	case KindOkToJoin, KindGroupFull, KindLeft, KindGrant, KindReleased, KindSync, KindTakeover:
 		return true
 	}
 	return false

@@ -20,6 +20,13 @@ type Params struct {
 	// TickMicros is the tick length the founder runs with, so that a runtime
 	// can refuse to join with a different one (ticks measure the lease).
 	TickMicros uint64
+	// TakeoverTicks is how long a member must have heard no ping from a
+	// server before it votes for (or asks for) a takeover. A server's
+	// authority lasts a little less than this after each ping a majority
+	// answered, so no server decides once a takeover has its votes. It is
+	// group-wide because the server's authority is bounded by the voters'
+	// timeout.
+	TakeoverTicks uint64
 }
 
 // MemberState is one member in the replicated state.
@@ -56,6 +63,19 @@ type ResourceState struct {
 	Queue     []Waiter
 }
 
+// EpochMark records where an epoch began: the timestamp of its Takeover
+// decision (for the founding epoch, the group's first timestamp).
+type EpochMark struct {
+	_struct struct{} `codec:",toarray"`
+	Epoch   uint64
+	T       uint64
+}
+
+// MaxEpochMarks bounds the epoch history a state keeps: enough to tell a
+// member that fell behind by a few takeovers whether its log is a prefix of
+// the group's; one that fell further behind takes a state transfer.
+const MaxEpochMarks = 16
+
 // Snapshot is the whole replicated state at timestamp T, as sent in a state
 // transfer. Members are in ID order and resources in name order.
 type Snapshot struct {
@@ -66,6 +86,14 @@ type Snapshot struct {
 	Params    Params
 	Members   []MemberState
 	Resources []ResourceState
+	// Epoch is the epoch of the last decision applied; Backup the member
+	// that backs the current server up; ViewT the timestamp of the last
+	// change of the view or epoch; Epochs where the recent epochs began,
+	// oldest first, the last being Epoch's.
+	Epoch  uint64
+	Backup NodeID
+	ViewT  uint64
+	Epochs []EpochMark
 }
 
 // Validate checks a snapshot against the limits and its own invariants
@@ -90,6 +118,17 @@ func (s *Snapshot) Validate(l Limits) error {
 		if err := checkLen("Snapshot.Members.Decided", len(m.Decided), l.MaxResources); err != nil {
 			return err
 		}
+	}
+	if err := checkLen("Snapshot.Epochs", len(s.Epochs), MaxEpochMarks); err != nil {
+		return err
+	}
+	for i, e := range s.Epochs {
+		if i > 0 && (e.Epoch <= s.Epochs[i-1].Epoch || e.T <= s.Epochs[i-1].T) {
+			return fmt.Errorf("%w: Snapshot.Epochs not increasing at %d", ErrLimit, i)
+		}
+	}
+	if n := len(s.Epochs); n == 0 || s.Epochs[n-1].Epoch != s.Epoch || s.Epochs[n-1].T > s.T {
+		return fmt.Errorf("%w: Snapshot.Epochs does not end with epoch %d at or before T", ErrLimit, s.Epoch)
 	}
 	for i, r := range s.Resources {
 		if err := checkName("Snapshot.Resources.Name", r.Name, l.MaxName, true); err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,9 +21,15 @@ import (
 // object per line over a Unix socket, one request per connection.
 //
 //	client: {"op":"lock","name":"db","try":false}
-//	daemon: {"ok":true,"token":1234}            once the lock is held
+//	daemon: {"ok":true,"token":1234,"expires_ns":N}  once the lock is held
+//	daemon: {"expires_ns":N}                     each time the lease is renewed
 //	client: {"op":"release"}  (or closes the connection)
 //	daemon: {"lost":"reason"}                    if the group takes it back
+//
+// expires_ns is when the daemon's lease runs out unless renewed, in
+// nanoseconds of CLOCK_BOOTTIME: the client reads the same clock, and stops
+// the work by then if no renewal comes (the daemon may be stopped or hung,
+// and could not say the lock is lost).
 //
 //	client: {"op":"status"}
 //	daemon: {"ok":true,"status":{...}}
@@ -37,13 +44,15 @@ type request struct {
 }
 
 type response struct {
-	OK     bool        `json:"ok,omitempty"`
-	Error  string      `json:"error,omitempty"`
-	Locked bool        `json:"locked,omitempty"` // a --nonblock lock found it held
-	Token  uint64      `json:"token,omitempty"`
-	Margin int64       `json:"margin_ms,omitempty"` // the group's lease margin
-	Lost   string      `json:"lost,omitempty"`
-	Status *statusView `json:"status,omitempty"`
+	OK     bool   `json:"ok,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Locked bool   `json:"locked,omitempty"` // a --nonblock lock found it held
+	Token  uint64 `json:"token,omitempty"`
+	Margin int64  `json:"margin_ms,omitempty"` // the group's lease margin
+	// Expires is the lease deadline on CLOCK_BOOTTIME, in nanoseconds.
+	Expires int64       `json:"expires_ns,omitempty"`
+	Lost    string      `json:"lost,omitempty"`
+	Status  *statusView `json:"status,omitempty"`
 }
 
 // errUnsafeSocketDir: the control socket's directory could be someone
@@ -149,23 +158,52 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 		return
 	}
 	log.Debug().Str("resource", req.Name).Uint64("token", lease.Token()).Msg("lock held for a local client")
+	// Whatever ends the loop below, the lock is released once the client
+	// is gone, and not before: the connection may be held by a command
+	// still running (see runViaDaemon), which needs the lock until it
+	// exits. Releasing a lease that is lost already does nothing.
+	defer func() {
+		<-gone
+		if err := lease.Release(); err != nil && lease.Err() == nil {
+			log.Warn().Err(err).Str("resource", req.Name).Msg("release")
+		}
+	}()
 	var margin int64
 	if st, err := g.status(); err == nil {
 		margin = st.Margin
 	}
-	if err := enc.Encode(response{OK: true, Token: lease.Token(), Margin: margin}); err != nil {
-		_ = lease.Release()
+	expires, _ := lease.Expires()
+	if err := enc.Encode(response{OK: true, Token: lease.Token(), Margin: margin, Expires: int64(expires)}); err != nil {
 		return
 	}
-	select {
-	case <-gone:
-		if err := lease.Release(); err != nil {
-			log.Warn().Err(err).Str("resource", req.Name).Msg("release")
+	renewals := time.NewTicker(leaseReportInterval)
+	defer renewals.Stop()
+	for {
+		select {
+		case <-gone:
+			return
+		case <-lease.Lost():
+			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = enc.Encode(response{Lost: lease.Err().Error()})
+			return
+		case <-renewals.C:
+			if e, ok := lease.Expires(); ok && e != expires {
+				expires = e
+				// A client that does not read (mcnode lock is stopped, or
+				// gone and its command keeps the connection) must not
+				// block this loop: it would not see the client go.
+				_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+				if err := enc.Encode(response{Expires: int64(e)}); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+					return
+				}
+			}
 		}
-	case <-lease.Lost():
-		_ = enc.Encode(response{Lost: lease.Err().Error()})
 	}
 }
+
+// leaseReportInterval is how often the daemon looks for a renewed lease to
+// tell its lock clients: below the heartbeat, at which the lease is renewed.
+const leaseReportInterval = 50 * time.Millisecond
 
 // daemonClient talks to a local daemon.
 type daemonClient struct {
@@ -205,3 +243,43 @@ func (d *daemonClient) receive() (response, error) {
 }
 
 func (d *daemonClient) Close() error { return d.conn.Close() }
+
+// joining is the daemon's locker until it is a member: it answers every
+// request at once with why not yet, rather than leave local clients hanging
+// on a socket nobody reads (the daemon may wait long for its group: see
+// daemonMembership).
+type joining struct {
+	ready atomic.Pointer[locker]
+	why   string
+}
+
+func (j *joining) get() (locker, error) {
+	if g := j.ready.Load(); g != nil {
+		return *g, nil
+	}
+	return nil, fmt.Errorf("the daemon is not a member of the group yet: %s", j.why)
+}
+
+func (j *joining) acquire(ctx context.Context, name string, try bool) (lease, error) {
+	g, err := j.get()
+	if err != nil {
+		return nil, err
+	}
+	return g.acquire(ctx, name, try)
+}
+
+func (j *joining) status() (*statusView, error) {
+	g, err := j.get()
+	if err != nil {
+		return nil, err
+	}
+	return g.status()
+}
+
+func (j *joining) leave(ctx context.Context) error {
+	g, err := j.get()
+	if err != nil {
+		return err
+	}
+	return g.leave(ctx)
+}

@@ -356,10 +356,10 @@ func (d *demo) multicastTraffic(gs []locker) {
 		return float64(n) / float64(max(d.entries.Load(), 1))
 	}
 	core := per(wire.ClassRequest, wire.ClassDecision, wire.ClassRelease)
-	member := per(wire.ClassSync, wire.ClassPing, wire.ClassHeartbeat, wire.ClassRepair, wire.ClassJoin)
-	fmt.Fprintf(d.out, "  datagrams per entry  %.2f: request %.2f, grant %.2f, release %.2f\n", core,
-		per(wire.ClassRequest), per(wire.ClassDecision), per(wire.ClassRelease))
-	fmt.Fprintf(d.out, "  membership traffic   %.3f per entry (pings, SYNCs, heartbeats, repairs, joins)\n", member)
+	member := per(wire.ClassSync, wire.ClassPing, wire.ClassTakeover, wire.ClassRepair, wire.ClassJoin)
+	fmt.Fprintf(d.out, "  datagrams per entry  %.2f: request %.2f, grant %.2f, release %.2f; backup acks %.2f\n", core,
+		per(wire.ClassRequest), per(wire.ClassDecision), per(wire.ClassRelease), per(wire.ClassAck))
+	fmt.Fprintf(d.out, "  membership traffic   %.3f per entry (pings, SYNCs, takeovers, repairs, joins)\n", member)
 }
 
 func (d *demo) quorumTraffic(gs []locker) {

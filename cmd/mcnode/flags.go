@@ -42,6 +42,12 @@ func commonFlags() []cli.Flag {
 			Usage: "extra wait before reclaiming, for network delay and clock drift (group-wide)"},
 		&cli.DurationFlag{Name: "retry", Value: d.RetryInterval, EnvVars: []string{"MCNODE_RETRY"},
 			Usage: "how long a request waits for its answer before it is sent again"},
+		&cli.DurationFlag{Name: "heartbeat", Value: d.HeartbeatInterval, EnvVars: []string{"MCNODE_HEARTBEAT"},
+			Usage: "how often the server pings the group; a majority's answers keep its authority"},
+		&cli.DurationFlag{Name: "takeover-timeout", Value: d.TakeoverTimeout, EnvVars: []string{"MCNODE_TAKEOVER_TIMEOUT"},
+			Usage: "members take over from a server they have not heard for this long (group-wide)"},
+		&cli.StringFlag{Name: "state-dir", EnvVars: []string{"MCNODE_STATE_DIR"},
+			Usage: "where to keep the highest group timestamp seen (a group founded here after a full stop gives higher fencing tokens) and, for mcnode run, whether this host is a member (default: $XDG_STATE_HOME/mcnode, or ~/.local/state/mcnode; \"none\" keeps nothing)"},
 		&cli.DurationFlag{Name: "join-timeout", Value: d.JoinTimeout, EnvVars: []string{"MCNODE_JOIN_TIMEOUT"},
 			Usage: "how long to wait for an existing group before founding one"},
 		&cli.StringFlag{Name: "socket", EnvVars: []string{"MCNODE_SOCKET"},
@@ -90,7 +96,10 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 	cfg.LeaseTimeout = c.Duration("lease")
 	cfg.LeaseMargin = c.Duration("lease-margin")
 	cfg.RetryInterval = c.Duration("retry")
+	cfg.HeartbeatInterval = c.Duration("heartbeat")
+	cfg.TakeoverTimeout = c.Duration("takeover-timeout")
 	cfg.JoinTimeout = c.Duration("join-timeout")
+	cfg.TimestampFile = timestampFile(c, log)
 	cfg.Logger = log
 	if cfg.Interface == "" {
 		return cfg, usage("no --interface: name the network interface to join the group on (or set MCNODE_INTERFACE)")
@@ -109,10 +118,37 @@ func flagNames(err error) string {
 		"TTL ": "--ttl ", "Tick ": "--tick ", "TurnLength ": "--turn-length ", "TurnTimeout ": "--turn-timeout ",
 		"MaxMembers ": "--max-members ", "LeaseTimeout ": "--lease ", "LeaseMargin ": "--lease-margin ",
 		"RetryInterval ": "--retry ", "JoinTimeout ": "--join-timeout ",
+		"HeartbeatInterval ": "--heartbeat ", "TakeoverTimeout ": "--takeover-timeout ",
 	} {
 		s = strings.ReplaceAll(s, "bad config: "+field, "bad config: "+flag)
 	}
 	return s
+}
+
+// timestampFile is where this host keeps the highest timestamp it saw of the
+// group (see group.Config.TimestampFile), or "" with --state-dir none or
+// when no home directory can be found (logged).
+func timestampFile(c *cli.Context, log zerolog.Logger) string {
+	dir := c.String("state-dir")
+	switch {
+	case dir == "none":
+		return ""
+	case dir == "":
+		if x := os.Getenv("XDG_STATE_HOME"); x != "" {
+			dir = filepath.Join(x, "mcnode")
+		} else if home, err := os.UserHomeDir(); err == nil {
+			dir = filepath.Join(home, ".local", "state", "mcnode")
+		} else {
+			log.Warn().Err(err).Msg("no --state-dir and no home directory: the highest group timestamp seen is not kept")
+			return ""
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		log.Warn().Err(err).Msg("cannot create the state directory: the highest group timestamp seen is not kept")
+		return ""
+	}
+	name := strings.NewReplacer("/", "_", "\x00", "_").Replace(c.String("group")) + ".timestamp"
+	return filepath.Join(dir, name)
 }
 
 // socketPath is where the local daemon for the group listens.

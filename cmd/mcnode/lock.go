@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/internal/boottime"
 )
 
 func lockCommand() *cli.Command {
@@ -63,6 +65,9 @@ type held struct {
 	lost    <-chan struct{}
 	why     func() string
 	release func()
+	// expires returns the lease deadline on CLOCK_BOOTTIME, as last heard
+	// (0: leases do not expire in this mode).
+	expires func() time.Duration
 }
 
 func lockAction(c *cli.Context) error {
@@ -98,12 +103,35 @@ func lockAction(c *cli.Context) error {
 	case errLocked(err):
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("lock %q is held by another member (--nonblock)", name)}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q", c.Duration("timeout"), name)}
+		return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q%s", c.Duration("timeout"), name, whyWaited(c, err))}
 	default:
 		return &exitError{code: exitNotAcquired, err: err}
 	}
 	defer h.release()
 	return runLocked(c, name, argv, h, log)
+}
+
+// whyWaited explains a wait for a lock that timed out, when the reason is
+// that this node reaches no majority of the group: the error says so when
+// the node ran in this process, the daemon's status otherwise.
+func whyWaited(c *cli.Context, err error) string {
+	var nq *group.NoQuorumError
+	if errors.As(err, &nq) {
+		return ": " + nq.Quorum.String()
+	}
+	d, derr := dialDaemon(socketPath(c))
+	if derr != nil {
+		return ""
+	}
+	defer d.Close()
+	if d.send(request{Op: "status"}) != nil {
+		return ""
+	}
+	r, rerr := d.receive()
+	if rerr != nil || r.Status == nil || r.Status.Mode == modeQuorum || r.Status.QuorumHeld {
+		return ""
+	}
+	return ": " + r.Status.QuorumText
 }
 
 // acquireLock takes the lock through the daemon, or else by joining.
@@ -166,6 +194,7 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 		token: l.Token(), lost: l.Lost(), margin: st.LeaseMargin,
 		why:     func() string { return l.Err().Error() },
 		release: func() { _ = l.Release(); leave() },
+		expires: func() time.Duration { return time.Duration(l.Expires().UnixNano()) },
 	}, nil
 }
 
@@ -207,18 +236,34 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 		conn, _ = uc.File() // a duplicate, for COMMAND to inherit
 	}
 	lost := make(chan struct{})
-	why := "the daemon went away"
+	var why atomic.Value
+	why.Store("the daemon went away")
+	var expires atomic.Int64
+	expires.Store(r.Expires)
 	go func() {
-		// The daemon says nothing more unless the lock is lost; an error
-		// here means the daemon (and with it the lock) is gone.
-		if r, err := d.receive(); err == nil && r.Lost != "" {
-			why = r.Lost
+		// The daemon says nothing more but lease renewals, unless the lock
+		// is lost; an error here means the daemon (and with it the lock) is
+		// gone.
+		for {
+			r, err := d.receive()
+			switch {
+			case err != nil:
+			case r.Lost != "":
+				why.Store(r.Lost)
+			default:
+				if r.Expires > 0 {
+					expires.Store(r.Expires)
+				}
+				continue
+			}
+			close(lost)
+			return
 		}
-		close(lost)
 	}()
 	return &held{
-		token: r.Token, lost: lost, why: func() string { return why }, conn: conn,
-		margin: time.Duration(r.Margin) * time.Millisecond,
+		token: r.Token, lost: lost, why: func() string { return why.Load().(string) }, conn: conn,
+		margin:  time.Duration(r.Margin) * time.Millisecond,
+		expires: func() time.Duration { return time.Duration(expires.Load()) },
 		release: func() {
 			_ = d.send(request{Op: "release"})
 			d.Close()
@@ -237,6 +282,11 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	)
 	foreground := c.Bool("foreground")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: !foreground}
+	// Ctrl-Z must not stop mcnode lock while its command runs on (in its
+	// own process group, the terminal's stop does not reach it): stopped,
+	// mcnode lock could not stop the command when the lease runs out.
+	signal.Ignore(syscall.SIGTSTP)
+	defer signal.Reset(syscall.SIGTSTP)
 	if h.conn != nil {
 		// The command holds the lock's connection too: the daemon releases
 		// only when every copy is closed, so killing mcnode lock does not
@@ -273,7 +323,15 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var killAt <-chan time.Time
-	lost := false
+	lost, expired, termed := false, false, false
+	// The watchdog: the lease runs out at a deadline on CLOCK_BOOTTIME,
+	// which renewals push back. If they stop coming (the daemon is stopped
+	// or hung, and could not say the lock is lost), the command gets
+	// SIGTERM a grace before the deadline and SIGKILL at it: the group may
+	// hand the lock on only a lease margin after it.
+	watch := time.NewTicker(watchdogInterval)
+	defer watch.Stop()
+	grace := min(max(h.margin/2, 2*watchdogInterval), time.Second)
 	for {
 		select {
 		case s := <-sigs:
@@ -283,24 +341,54 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 		case <-h.lost:
 			lost = true
 			h.lost = nil
+			if termed {
+				continue
+			}
 			// The group may hand the lock on one lease margin after this
 			// node's lease ran out: stop the work well before.
-			grace := max(h.margin/2, 10*time.Millisecond)
+			termed = true
 			log.Error().Str("lock", name).Str("reason", h.why()).Dur("kill_after", grace).Msg("lock lost while the command ran: stopping it")
 			send(syscall.SIGTERM)
 			killAt = time.After(grace)
+		case <-watch.C:
+			if h.expires == nil || h.expires() == 0 {
+				continue // leases do not expire in this mode
+			}
+			deadline := h.expires()
+			left := deadline - boottime.Now()
+			switch {
+			case left <= watchdogInterval:
+				if !expired {
+					log.Error().Str("lock", name).Msg("the lease ran out with no renewal from the group: killing the command")
+				}
+				expired, lost = true, true
+				send(syscall.SIGKILL)
+			case left <= grace && !termed:
+				termed, expired, lost = true, true, true
+				log.Error().Str("lock", name).Dur("left", left).Msg("no lease renewal from the group (is the daemon stopped?): stopping the command before the lease runs out")
+				send(syscall.SIGTERM)
+			}
 		case <-killAt:
 			send(syscall.SIGKILL)
 			killAt = nil
 		case err := <-done:
 			if lost {
 				send(syscall.SIGKILL) // whatever the command left behind
+				if expired {
+					return &exitError{code: exitLost, err: fmt.Errorf("lock %q: the lease ran out with no renewal while the command ran; the command was stopped", name)}
+				}
 				return &exitError{code: exitLost, err: fmt.Errorf("lock %q was lost while the command ran", name)}
 			}
 			return commandStatus(err)
 		}
 	}
 }
+
+// watchdogInterval is how often the lock client compares its lease
+// deadline with the clock: the SIGKILL lands within this before the
+// deadline. It polls rather than sleeping until the deadline, because a
+// sleep does not count a suspend of the machine and the deadline does.
+const watchdogInterval = 20 * time.Millisecond
 
 // commandStatus turns the command's outcome into mcnode's exit status.
 func commandStatus(err error) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/internal/boottime"
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/coterie"
 	"github.com/mcnode/mcnode/quorumfallback/node"
@@ -121,7 +122,30 @@ type lease interface {
 	Lost() <-chan struct{}
 	Err() error
 	Release() error
+	// Expires returns when the holder's lease runs out unless renewed, on
+	// CLOCK_BOOTTIME (internal/boottime), and false where leases do not
+	// expire (quorum mode).
+	Expires() (time.Duration, bool)
 }
+
+// groupLease is a multicast-mode lease; its node runs on BootClock, whose
+// time is CLOCK_BOOTTIME from the Unix epoch.
+type groupLease struct{ *group.Lease }
+
+// Expires gives no deadline where the boot clock is private to this
+// process (off Linux): `mcnode lock`, another process, could not compare it
+// with its own clock, and relies on the daemon's word alone.
+func (l groupLease) Expires() (time.Duration, bool) {
+	if !boottime.HostWide() {
+		return 0, false
+	}
+	return time.Duration(l.Lease.Expires().UnixNano()), true
+}
+
+// quorumLease is a quorum-mode lease: the quorum protocols hold no leases.
+type quorumLease struct{ *node.Lease }
+
+func (quorumLease) Expires() (time.Duration, bool) { return 0, false }
 
 // errLocked reports whether a try found the lock taken, in either mode.
 func errLocked(err error) bool {
@@ -140,7 +164,7 @@ func (l groupLocker) acquire(ctx context.Context, name string, try bool) (lease,
 	if err != nil {
 		return nil, err
 	}
-	return le, nil
+	return groupLease{le}, nil
 }
 
 func (l groupLocker) status() (*statusView, error) {
@@ -169,7 +193,7 @@ func (l quorumLocker) acquire(ctx context.Context, name string, try bool) (lease
 	if err != nil {
 		return nil, err
 	}
-	return le, nil
+	return quorumLease{le}, nil
 }
 
 func (l quorumLocker) status() (*statusView, error) {
@@ -218,15 +242,19 @@ func sum(xs []uint64) uint64 {
 // prepareNode checks the flags of this host's node and returns what joins
 // (multicast) or starts (quorum) it, so that a bad flag is reported before
 // anything is opened.
-func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (locker, error), error) {
+func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (locker, error), string, error) {
 	m, err := mode(c)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if m == modeMulticast {
 		cfg, err := groupConfig(c, log)
 		if err != nil {
-			return nil, err
+			return nil, "", err
+		}
+		why := "joining (no member has answered yet)"
+		if daemonMembership(c, &cfg, log) {
+			why = "waiting for the group: this host was a member when its daemon last stopped without leaving, and founds no second group (if the whole group stopped, start one daemon with --found)"
 		}
 		return func(ctx context.Context) (locker, error) {
 			g, err := group.Join(ctx, cfg)
@@ -234,21 +262,46 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 				return nil, &exitError{code: 1, err: err}
 			}
 			return groupLocker{g: g}, nil
-		}, nil
+		}, why, nil
 	}
 	cfg, err := quorumConfig(c, log)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var discover *group.Config // where to find the peers, without --peers
 	if c.String("peers") == "" {
 		gcfg, err := groupConfig(c, log)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		discover = &gcfg
 	}
-	return func(ctx context.Context) (locker, error) { return startQuorum(ctx, cfg, discover, log) }, nil
+	return func(ctx context.Context) (locker, error) { return startQuorum(ctx, cfg, discover, log) }, "starting the quorum node", nil
+}
+
+// daemonMembership keeps the daemon's membership record in --state-dir, and
+// refuses to found the group if the record says this host was a member when
+// its daemon last stopped without leaving: the group may well run on, cut off
+// from this host, and a second group would grant the same locks. --found
+// overrides it. It reports whether it refused.
+func daemonMembership(c *cli.Context, cfg *group.Config, log zerolog.Logger) bool {
+	if cfg.TimestampFile == "" {
+		return false // --state-dir none, or no state directory
+	}
+	cfg.MemberFile = strings.TrimSuffix(cfg.TimestampFile, ".timestamp") + ".member"
+	was, err := group.WasMember(cfg.MemberFile)
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Msg("cannot tell whether this host was a member when its daemon last stopped")
+	case was != "" && c.Bool("found"):
+		log.Warn().Str("record", was).Msg("this host was a member when its daemon last stopped without leaving; --found: founding the group if no member answers")
+	case was != "":
+		cfg.Bootstrap = false
+		log.Error().Str("record", was).Str("file", cfg.MemberFile).
+			Msg("this host was a member when its daemon last stopped without leaving, and the group may run on without it: waiting for the group instead of founding a second one (if the whole group stopped, start one daemon with --found)")
+		return true
+	}
+	return false
 }
 
 // startQuorum starts a quorum-mode node, taking its peers from the

@@ -16,17 +16,29 @@ func runCommand() *cli.Command {
 		Description: "Joins (or, if no member answers within --join-timeout, founds) the group on\n" +
 			"--interface and stays until interrupted, then leaves it cleanly. `mcnode lock`\n" +
 			"and `mcnode status` on this host go through it.\n\n" +
+			"If the server falls silent for --takeover-timeout, a majority of the members\n" +
+			"elects its backup (or another member) to take over; a node that cannot reach a\n" +
+			"majority grants nothing and says so in `mcnode status`. --state-dir keeps the\n" +
+			"highest group timestamp seen, so a restarted group never reuses fencing tokens,\n" +
+			"and records that this host is a member until it leaves: a daemon that stopped\n" +
+			"without leaving (killed, crashed, power lost) waits for the group when it starts\n" +
+			"again, and founds none, since the group may run on without this host. If the\n" +
+			"whole group stopped that way, start one daemon with --found.\n\n" +
 			"With --mode quorum it instead runs node --node-id of --peers under the quorum\n" +
 			"protocol --algo (with --coterie), over TCP to the other nodes; every node needs\n" +
 			"the same --peers, --algo, --coterie and --group, and all of them must be up.\n" +
 			"With --quorum-size N instead of --peers, the peers are the first N members of\n" +
 			"the multicast group on --interface, which the node joins and stays in.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "found", EnvVars: []string{"MCNODE_FOUND"},
+				Usage: "found the group if no member answers, even if this host was a member when its daemon last stopped without leaving (the whole group stopped: make sure no member still runs)"},
+		},
 		Action: func(c *cli.Context) error {
 			log, err := logger(c)
 			if err != nil {
 				return err
 			}
-			start, err := prepareNode(c, log)
+			start, why, err := prepareNode(c, log)
 			if err != nil {
 				return err
 			}
@@ -39,15 +51,19 @@ func runCommand() *cli.Command {
 			}
 			defer os.Remove(path)
 			defer l.Close()
+			// Local clients get an answer while the daemon joins, which may
+			// take long: "not a member yet", and why.
+			j := &joining{why: why}
+			go serveControl(l, j, log)
 			g, err := start(ctx)
 			if err != nil {
 				return err
 			}
+			j.ready.Store(&g)
 			if st, err := g.status(); err == nil {
 				log.Info().Uint64("node", st.Self).Str("addr", st.Addr).Str("socket", path).
 					Int("members", len(st.Members)).Msg("member of the group; serving local clients")
 			}
-			go serveControl(l, g, log)
 			<-ctx.Done()
 			log.Info().Msg("leaving the group")
 			lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -19,20 +20,35 @@ import (
 type statusView struct {
 	Group string `json:"group"`
 	// Mode is "quorum" for a quorum-mode node ("" is multicast).
-	Mode      string           `json:"mode,omitempty"`
-	Protocol  string           `json:"protocol,omitempty"`
-	Coterie   string           `json:"coterie,omitempty"`
-	Quorum    []uint64         `json:"quorum,omitempty"`
-	Margin    int64            `json:"lease_margin_ms,omitempty"`
-	Self      uint64           `json:"self"`
-	Addr      string           `json:"addr"`
-	T         uint64           `json:"t"`
-	Server    uint64           `json:"server"`
-	Members   []memberView     `json:"members"`
-	Resources []resourceView   `json:"resources"`
-	Sent      map[string]int64 `json:"datagrams_sent"`
-	Received  uint64           `json:"datagrams_received"`
-	Dropped   uint64           `json:"datagrams_dropped"`
+	Mode     string   `json:"mode,omitempty"`
+	Protocol string   `json:"protocol,omitempty"`
+	Coterie  string   `json:"coterie,omitempty"`
+	Quorum   []uint64 `json:"quorum,omitempty"`
+	Margin   int64    `json:"lease_margin_ms,omitempty"`
+	Self     uint64   `json:"self"`
+	Addr     string   `json:"addr"`
+	T        uint64   `json:"t"`
+	Server   uint64   `json:"server"`
+	// Failover (multicast mode): the epoch of this node's log, the member
+	// that backs the server up, whether this node reaches a majority (and
+	// how it says so), how long ago the server last pinged it, the epoch it
+	// asks to take over (0: none), whether it waits out leases after a
+	// takeover, and how long its own lease has left.
+	Epoch      uint64           `json:"epoch,omitempty"`
+	Backup     uint64           `json:"backup,omitempty"`
+	QuorumHeld bool             `json:"quorum_held"`
+	QuorumText string           `json:"quorum_status,omitempty"`
+	Authority  bool             `json:"authority,omitempty"`
+	SinceHeard float64          `json:"since_heard_ms"`
+	HeardFrom  uint64           `json:"heard_from,omitempty"`
+	Claiming   uint64           `json:"claiming_epoch,omitempty"`
+	Frozen     bool             `json:"waiting_out_leases,omitempty"`
+	LeaseLeft  float64          `json:"lease_left_ms,omitempty"`
+	Members    []memberView     `json:"members"`
+	Resources  []resourceView   `json:"resources"`
+	Sent       map[string]int64 `json:"datagrams_sent"`
+	Received   uint64           `json:"datagrams_received"`
+	Dropped    uint64           `json:"datagrams_dropped"`
 }
 
 type memberView struct {
@@ -51,7 +67,10 @@ func viewStatus(st group.Status) *statusView {
 	v := &statusView{Group: st.Group, Self: uint64(st.Self), Addr: st.Addr, T: st.T, Server: uint64(st.Server),
 		Margin: st.LeaseMargin.Milliseconds(),
 		Sent:   map[string]int64{}, Received: st.Stats.Received,
-		Dropped: st.Stats.Malformed + st.Stats.Foreign + st.Stats.Forged}
+		Dropped: st.Stats.Malformed + st.Stats.Foreign + st.Stats.Forged,
+		Epoch:   st.Epoch, Backup: uint64(st.Backup), QuorumHeld: st.Quorum.Held, QuorumText: st.Quorum.String(),
+		Authority: st.Authority, SinceHeard: ms(st.SinceHeard), HeardFrom: uint64(st.HeardFrom),
+		Claiming: st.Claiming, Frozen: st.Frozen, LeaseLeft: ms(st.LeaseLeft)}
 	for _, m := range st.Members {
 		v.Members = append(v.Members, memberView{ID: uint64(m.ID), Addr: m.Addr})
 	}
@@ -67,6 +86,9 @@ func viewStatus(st group.Status) *statusView {
 	}
 	return v
 }
+
+// ms renders a duration in milliseconds, to a tenth.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()/100) / 10 }
 
 func statusCommand() *cli.Command {
 	return &cli.Command{
@@ -141,6 +163,31 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 	return viewStatus(st), nil
 }
 
+// printFailover says whether this node reaches a majority, and what it knows
+// of the server.
+func printFailover(w io.Writer, v *statusView) {
+	fmt.Fprintf(w, "%s", v.QuorumText)
+	switch {
+	case v.Authority:
+		fmt.Fprintf(w, "; this node is the server (a majority answered %.0f ms ago)", v.SinceHeard)
+	case v.HeardFrom != 0:
+		fmt.Fprintf(w, "; last ping from node %d %.0f ms ago", v.HeardFrom, v.SinceHeard)
+	}
+	if v.Backup != 0 {
+		fmt.Fprintf(w, "; backup: node %d", v.Backup)
+	}
+	fmt.Fprintln(w)
+	if v.Claiming != 0 {
+		fmt.Fprintf(w, "taking over: asking the members to make this node the server of epoch %d\n", v.Claiming)
+	}
+	if v.Frozen {
+		fmt.Fprintln(w, "took over without proof of every lock in use: granting nothing until the old leases have run out")
+	}
+	if v.LeaseLeft > 0 {
+		fmt.Fprintf(w, "this node's lease: %.0f ms left (renewed by the server's pings)\n", v.LeaseLeft)
+	}
+}
+
 func printStatus(w io.Writer, v *statusView) {
 	if v.Mode == modeQuorum {
 		algo := v.Protocol
@@ -149,7 +196,8 @@ func printStatus(w io.Writer, v *statusView) {
 		}
 		fmt.Fprintf(w, "group %s  quorum mode: %s  (this node: %d at %s, quorum %v)\n", v.Group, algo, v.Self, v.Addr, v.Quorum)
 	} else {
-		fmt.Fprintf(w, "group %s  T=%d  server: node %d  (this node: %d at %s)\n", v.Group, v.T, v.Server, v.Self, v.Addr)
+		fmt.Fprintf(w, "group %s  T=%d  epoch %d  server: node %d  (this node: %d at %s)\n", v.Group, v.T, v.Epoch, v.Server, v.Self, v.Addr)
+		printFailover(w, v)
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "\nmembers (%d):\n", len(v.Members))

@@ -13,3 +13,8 @@ import "time"
 
 // Now returns the time since boot, suspend included.
 func Now() time.Duration { return now() }
+
+// HostWide reports whether Now reads a clock of the host, which every
+// process reads alike, rather than the fallback: the monotonic clock since
+// this process started, which another process cannot compare with its own.
+func HostWide() bool { return hostWide() }

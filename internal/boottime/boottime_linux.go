@@ -15,3 +15,8 @@ func now() time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+func hostWide() bool {
+	var ts unix.Timespec
+	return unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil
+}

@@ -55,13 +55,13 @@ func coreAndRest(p map[wire.Class]float64) (core, rest float64) {
 func TestMessagesPerEntryHeavyLoad(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "%4s %9s %8s %8s %8s %7s | %6s %6s %6s %6s %6s %6s\n",
-		"N", "entries", "request", "decision", "release", "core", "sync", "ping", "hbeat", "repair", "join", "other")
+		"N", "entries", "request", "decision", "release", "core", "sync", "ping", "ack", "repair", "join", "other")
 	for _, n := range []int{2, 3, 5, 8, 13} {
 		p, entries := accounting(t, n, 1, 0, 2000)
 		core, rest := coreAndRest(p)
 		fmt.Fprintf(&table, "%4d %9d %8.3f %8.3f %8.3f %7.3f | %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f\n",
 			n, entries, p[wire.ClassRequest], p[wire.ClassDecision], p[wire.ClassRelease], core,
-			p[wire.ClassSync], p[wire.ClassPing], p[wire.ClassHeartbeat], p[wire.ClassRepair], p[wire.ClassJoin], rest-p[wire.ClassSync]-p[wire.ClassPing]-p[wire.ClassHeartbeat]-p[wire.ClassRepair]-p[wire.ClassJoin])
+			p[wire.ClassSync], p[wire.ClassPing], p[wire.ClassAck], p[wire.ClassRepair], p[wire.ClassJoin], rest-p[wire.ClassSync]-p[wire.ClassPing]-p[wire.ClassAck]-p[wire.ClassRepair]-p[wire.ClassJoin])
 		if core > 3 {
 			t.Errorf("N=%d: %.3f datagrams per entry at heavy load, want at most 3", n, core)
 		}

@@ -15,16 +15,38 @@ type Checker struct {
 	s          *Sim
 	Violations []string
 
-	holders   map[string]int // resource → host that holds it, per the nodes' own events
+	holders   map[string]*holder // resource → who holds it, per the nodes' own events
 	lastToken map[string]uint64
-	log       map[uint64]wire.Decision // the first decision seen on the wire for each T
-	decider   map[uint64]wire.NodeID   // who sent it first: the node that made it
-	ref       *reference
+	// The decisions seen on the wire, by (epoch, T): within an epoch there
+	// is one log, so at most one decision for each. A takeover starts a new
+	// epoch's log from a point of an older one; an older epoch's server cut
+	// off from the group may go on deciding on its own branch for a while,
+	// and every branch is checked against its own reference.
+	log       map[logKey]wire.Decision
+	decider   map[logKey]wire.NodeID
+	takeovers map[uint64]*wire.Takeover
+	refs      map[uint64]*reference // by epoch
+	grants    map[grantKey]wire.NodeID
+	turn      uint64
 
 	pending map[pendingKey]int64 // outstanding requests → tick issued
-	server  int                  // the one live host acting as server, -1 if none
+	server  int                  // the one live host acting as server with authority, -1 if none
 	// Waits are the ticks from Acquire to grant of every granted request.
 	Waits []int64
+}
+
+type logKey struct{ epoch, t uint64 }
+
+// holder is a resource's holder. A running holder holds until its own
+// events say it stopped; a crashed or paused one is counted as holding
+// until its lease has run out on its own clock (until, in fine units): a
+// crash or a pause looks the same to the group as a cut-off process that
+// goes on working, and that one stops only when its lease says so.
+type holder struct {
+	host  int
+	inc   uint64
+	token uint64
+	until int64
 }
 
 type pendingKey struct {
@@ -36,11 +58,13 @@ type pendingKey struct {
 func newChecker(s *Sim) *Checker {
 	return &Checker{
 		s:         s,
-		holders:   map[string]int{},
+		holders:   map[string]*holder{},
 		lastToken: map[string]uint64{},
-		log:       map[uint64]wire.Decision{},
-		decider:   map[uint64]wire.NodeID{},
-		ref:       newReference(),
+		log:       map[logKey]wire.Decision{},
+		decider:   map[logKey]wire.NodeID{},
+		takeovers: map[uint64]*wire.Takeover{},
+		refs:      map[uint64]*reference{},
+		grants:    map[grantKey]wire.NodeID{},
 		pending:   map[pendingKey]int64{},
 		server:    -1,
 	}
@@ -53,7 +77,7 @@ func (c *Checker) violate(format string, args ...any) {
 }
 
 // sent records every decision that goes on the wire. Agreement: there is at
-// most one decision for each T, whoever sends it, however often.
+// most one decision for each (epoch, T), whoever sends it, however often.
 func (c *Checker) sent(h *Host, p *wire.Packet) {
 	for _, m := range p.Messages {
 		d, ok := m.(wire.Decision)
@@ -61,21 +85,104 @@ func (c *Checker) sent(h *Host, p *wire.Packet) {
 			continue
 		}
 		t, _ := d.Stamp()
-		if prev, ok := c.log[t]; ok {
+		k := logKey{d.Era(), t}
+		if prev, ok := c.log[k]; ok {
 			if !reflect.DeepEqual(prev, d) {
-				c.violate("two decisions for T=%d: %s %s (first) and %s %s (from h%d)", t, prev.Kind(), brief(prev), d.Kind(), brief(d), h.Index)
+				c.violate("two decisions for epoch %d T=%d: %s %s (first) and %s %s (from h%d)", k.epoch, t, prev.Kind(), brief(prev), d.Kind(), brief(d), h.Index)
 			}
 			continue
 		}
-		c.log[t] = d
-		c.decider[t] = h.Node.ID()
-		if c.ref.turn == 0 {
-			c.ref.turn = h.Node.Params().TurnLength
+		c.log[k] = d
+		c.decider[k] = h.Node.ID()
+		if c.turn == 0 {
+			c.turn = h.Node.Params().TurnLength
+			c.refs[1] = newReference(c.turn)
+		}
+		if tk, ok := d.(*wire.Takeover); ok {
+			if _, dup := c.takeovers[tk.Epoch]; dup {
+				c.violate("two takeovers of epoch %d", tk.Epoch)
+				continue
+			}
+			c.takeovers[tk.Epoch] = tk
+			c.refs[tk.Epoch] = c.buildRef(tk)
+		}
+		if r := c.refs[k.epoch]; r != nil {
+			c.advance(r, k.epoch)
 		}
 	}
-	for _, err := range c.ref.advance(c.log, c.decider) {
-		c.violate("%s", err)
+}
+
+// buildRef replays the log that a takeover continues, epoch by epoch from
+// the founding, up to where the takeover begins.
+func (c *Checker) buildRef(tk *wire.Takeover) *reference {
+	var chain []uint64
+	for e := tk.PrevEpoch; e != 0; {
+		chain = append(chain, e)
+		prev, ok := c.takeovers[e]
+		if !ok {
+			break
+		}
+		e = prev.PrevEpoch
 	}
+	slices.Reverse(chain)
+	r := newReference(c.turn)
+	for i, e := range chain {
+		stop := tk.T
+		if i+1 < len(chain) {
+			stop = c.takeovers[chain[i+1]].T
+		}
+		for r.t < stop {
+			d, ok := c.log[logKey{e, r.t}]
+			if !ok {
+				c.violate("epoch %d begins at T=%d of epoch %d's log, whose decision at T=%d was never sent", tk.Epoch, tk.T, tk.PrevEpoch, r.t)
+				return r
+			}
+			c.step(r, e, d)
+		}
+	}
+	return r
+}
+
+// advance applies every decision of epoch e that is next in line for r.
+func (c *Checker) advance(r *reference, e uint64) {
+	for {
+		d, ok := c.log[logKey{e, r.t}]
+		if !ok {
+			return
+		}
+		c.step(r, e, d)
+	}
+}
+
+// step applies one decision to a reference, checking first that the member
+// that made it was the server for its T in that log: the role never moves
+// without a decision saying where to.
+func (c *Checker) step(r *reference, e uint64, d wire.Decision) {
+	t, next := d.Stamp()
+	by := c.decider[logKey{e, t}]
+	tk, isTakeover := d.(*wire.Takeover)
+	switch {
+	case isTakeover:
+		if by != tk.Server || r.server(next) != tk.Server {
+			c.violate("takeover of epoch %d at T=%d sent first by node %d for server %d, whose turn the schedule does not start at T=%d", tk.Epoch, t, by, tk.Server, next)
+		}
+	case r.server(t) != by:
+		c.violate("decision %s at epoch %d T=%d made by node %d, but the server for T=%d is node %d", d.Kind(), e, t, by, t, r.server(t))
+	}
+	if t%r.turn == r.turn-1 && d.Kind() != wire.KindSync && !isTakeover {
+		c.violate("the last timestamp of a turn, T=%d, went to a %s instead of a SYNC", t, d.Kind())
+	}
+	if err := r.apply(d, t); err != "" {
+		c.violate("reference model at epoch %d T=%d: %s", e, t, err)
+	}
+	for k, node := range r.newGrants {
+		if prev, ok := c.grants[k]; ok && prev != node {
+			c.violate("token %d of %q given to node %d in one log and to node %d in another", k.token, k.resource, prev, node)
+		}
+		c.grants[k] = node
+	}
+	clear(r.newGrants)
+	r.t = next
 }
 
 // event checks what a node reports to its application.
@@ -83,43 +190,68 @@ func (c *Checker) event(h *Host, e arbiter.Event) {
 	switch e.Kind {
 	case arbiter.EventGranted:
 		c.s.Stats.Entries++
-		if want, ok := c.ref.grants[grantKey{e.Resource, e.Token}]; !ok || want != h.Node.ID() {
+		if want, ok := c.grants[grantKey{e.Resource, e.Token}]; !ok || want != h.Node.ID() {
 			c.violate("h%d (node %d) granted %q token %d, but the log's FIFO order gives it to node %d", h.Index, h.Node.ID(), e.Resource, e.Token, want)
 		}
-		if other, ok := c.holders[e.Resource]; ok && other != h.Index {
-			c.violate("mutual exclusion: h%d granted %q (token %d) while h%d holds it", h.Index, e.Resource, e.Token, other)
+		if old := c.holders[e.Resource]; old != nil && !(old.host == h.Index && old.inc == h.Node.Inc()) {
+			switch {
+			case old.until == 0:
+				c.violate("mutual exclusion: h%d granted %q (token %d) while h%d holds it (token %d)", h.Index, e.Resource, e.Token, old.host, old.token)
+			case c.s.Now*fine < old.until:
+				c.violate("mutual exclusion: h%d granted %q (token %d) while h%d, stopped, may use it (token %d) for %d more ticks of its lease",
+					h.Index, e.Resource, e.Token, old.host, old.token, (old.until-c.s.Now*fine)/(SubTicks*fine)+1)
+			}
 		}
 		if e.Token <= c.lastToken[e.Resource] {
 			c.violate("fencing token for %q went from %d to %d", e.Resource, c.lastToken[e.Resource], e.Token)
 		}
 		c.lastToken[e.Resource] = e.Token
-		c.holders[e.Resource] = h.Index
+		c.holders[e.Resource] = &holder{host: h.Index, inc: h.Node.Inc(), token: e.Token}
 		key := pendingKey{h.Index, h.Node.Inc(), e.Req}
 		if at, ok := c.pending[key]; ok {
 			c.Waits = append(c.Waits, c.s.Tick()-at)
 			delete(c.pending, key)
 		}
 	case arbiter.EventLost:
-		if c.holders[e.Resource] == h.Index {
+		if x := c.holders[e.Resource]; x != nil && x.host == h.Index && x.inc == h.Node.Inc() {
 			delete(c.holders, e.Resource)
 		}
 	case arbiter.EventRemoved, arbiter.EventLeft, arbiter.EventGroupFull:
-		c.dropHost(h)
+		c.dropPending(h)
 	}
 }
 
-// Log returns the decisions sent so far, in log order (following Next from
-// the first), and the node that made each.
+// Log returns the decisions of the group's log, in order (following Next
+// from the first, through every takeover, along the newest epoch's
+// branch), and the node that made each.
 func (c *Checker) Log() []Decided {
-	var out []Decided
-	for t := uint64(1); ; {
-		d, ok := c.log[t]
-		if !ok {
-			return out
-		}
-		out = append(out, Decided{Decision: d, By: c.decider[t]})
-		_, t = d.Stamp()
+	last := uint64(1)
+	for e := range c.takeovers {
+		last = max(last, e)
 	}
+	chain := []uint64{last}
+	for e := last; c.takeovers[e] != nil; {
+		e = c.takeovers[e].PrevEpoch
+		chain = append(chain, e)
+	}
+	slices.Reverse(chain)
+	var out []Decided
+	t := uint64(1)
+	for i, e := range chain {
+		stop := ^uint64(0)
+		if i+1 < len(chain) {
+			stop = c.takeovers[chain[i+1]].T
+		}
+		for t < stop {
+			d, ok := c.log[logKey{e, t}]
+			if !ok {
+				break
+			}
+			out = append(out, Decided{Decision: d, By: c.decider[logKey{e, t}]})
+			_, t = d.Stamp()
+		}
+	}
+	return out
 }
 
 // Decided is one decision of the log and the node that made it.
@@ -135,7 +267,7 @@ func (c *Checker) Acquired(h *Host, req uint64) {
 
 // Released records that the workload released a resource.
 func (c *Checker) Released(h *Host, resource string) {
-	if c.holders[resource] == h.Index {
+	if x := c.holders[resource]; x != nil && x.host == h.Index && x.inc == h.Node.Inc() {
 		delete(c.holders, resource)
 	}
 }
@@ -145,22 +277,53 @@ func (c *Checker) Cancelled(h *Host, req uint64) {
 	delete(c.pending, pendingKey{h.Index, h.Node.Inc(), req})
 }
 
-func (c *Checker) crashed(h *Host) { c.dropHost(h) }
-
-// dropHost forgets what a stopped process held and waited for: a dead
-// process uses nothing, and its requests are void.
-func (c *Checker) dropHost(h *Host) {
-	for r, i := range c.holders {
-		if i == h.Index {
-			delete(c.holders, r)
+// stopped records that a host crashed or paused: what it holds it may go on
+// using (the group cannot tell it from a cut-off process) until its lease
+// runs out on its own clock, and a crashed host's requests are void.
+func (c *Checker) stopped(h *Host) {
+	until := c.leaseEnd(h)
+	for _, x := range c.holders {
+		if x.host == h.Index && x.inc == h.Node.Inc() {
+			x.until = until
 		}
 	}
+}
+
+// resumed records that a paused host runs again: its own events say from
+// now on what it holds (it has caught up on its clock first).
+func (c *Checker) resumed(h *Host) {
+	for r, x := range c.holders {
+		if x.host == h.Index && x.inc == h.Node.Inc() {
+			if h.Node.LeaseExpiry() <= h.Node.Now() {
+				delete(c.holders, r) // it found its lease run out
+				continue
+			}
+			x.until = 0
+		}
+	}
+}
+
+// leaseEnd is the virtual time (fine units) at which host h's node finds its
+// lease run out: the tick of its own clock numbered LeaseExpiry.
+func (c *Checker) leaseEnd(h *Host) int64 {
+	n := h.Node
+	left := int64(n.LeaseExpiry()) - int64(n.Now()) - 1
+	if left < 0 {
+		return c.s.Now * fine
+	}
+	return h.nextTick + left*h.period
+}
+
+func (c *Checker) dropPending(h *Host) {
 	for k := range c.pending {
 		if k.host == h.Index && k.inc == h.Node.Inc() {
 			delete(c.pending, k)
 		}
 	}
 }
+
+// crashed voids a crashed host's requests: a dead process waits for nothing.
+func (c *Checker) crashed(h *Host) { c.dropPending(h) }
 
 // afterDelivery checks that what the node believes it holds is what its
 // events said, after every datagram it receives.
@@ -170,26 +333,31 @@ func (c *Checker) afterDelivery(h *Host) {
 	}
 	held := h.Node.Held()
 	for _, x := range held {
-		if c.holders[x.Resource] != h.Index {
+		if y := c.holders[x.Resource]; y == nil || y.host != h.Index || y.inc != h.Node.Inc() {
 			c.violate("h%d holds %q (token %d) without a grant event on record", h.Index, x.Resource, x.Token)
 		}
 	}
-	for r, i := range c.holders {
-		if i == h.Index && !slices.ContainsFunc(held, func(x arbiter.Held) bool { return x.Resource == r }) {
+	for r, y := range c.holders {
+		if y.host == h.Index && y.inc == h.Node.Inc() && !slices.ContainsFunc(held, func(x arbiter.Held) bool { return x.Resource == r }) {
 			c.violate("h%d reported %q granted and never lost, but no longer holds it", h.Index, r)
 		}
 	}
 	c.serverAfterStep(h)
 }
 
-// oneServer checks that at most one live node acts as server: the old
-// server stops before it sends its SYNC, the next starts after applying it.
-// It looks at every host, once a tick; serverAfterStep keeps the check
-// between ticks.
+// acting reports whether host h acts as a server that may decide: it runs,
+// and a majority answered it within its authority.
+func acting(h *Host) bool { return h.Alive && !h.Paused && h.Node.IsServer() && h.Node.HasAuthority() }
+
+// oneServer checks that at most one running node acts as server with a
+// majority's authority: the old server stops before it sends its SYNC, the
+// next starts after applying it, and an old epoch's server lost its
+// authority before a takeover could win its votes. It looks at every host,
+// once a tick; serverAfterStep keeps the check between ticks.
 func (c *Checker) oneServer() {
 	var servers []int
 	for _, h := range c.s.Hosts {
-		if h.Alive && h.Node.IsServer() {
+		if acting(h) {
 			servers = append(servers, h.Index)
 		}
 	}
@@ -198,7 +366,7 @@ func (c *Checker) oneServer() {
 		c.server = servers[0]
 	}
 	if len(servers) > 1 {
-		c.violate("two servers at once: hosts %v", servers)
+		c.violate("two servers with authority at once: hosts %v", servers)
 	}
 }
 
@@ -207,15 +375,15 @@ func (c *Checker) oneServer() {
 // of every host after every delivery costs O(N) per datagram copy, O(N^2)
 // per multicast, which made large groups crawl.)
 func (c *Checker) serverAfterStep(h *Host) {
-	if !h.Node.IsServer() {
+	if !acting(h) {
 		if c.server == h.Index {
 			c.server = -1
 		}
 		return
 	}
 	if c.server >= 0 && c.server != h.Index {
-		if o := c.s.Hosts[c.server]; o.Alive && o.Node.IsServer() {
-			c.violate("two servers at once: hosts %v", []int{min(o.Index, h.Index), max(o.Index, h.Index)})
+		if o := c.s.Hosts[c.server]; acting(o) {
+			c.violate("two servers with authority at once: hosts %v", []int{min(o.Index, h.Index), max(o.Index, h.Index)})
 		}
 	}
 	c.server = h.Index
@@ -226,15 +394,15 @@ func (c *Checker) serverAfterStep(h *Host) {
 func (c *Checker) Outstanding() map[pendingKey]int64 { return c.pending }
 
 // reference is an independent, minimal model of the replicated FIFO state:
-// fed the decision log in T order, it says who must hold each resource under
-// each token. A node's grant that disagrees is a violation of FIFO order (or
-// of the log).
+// fed one branch of the decision log in T order, it says who must hold each
+// resource under each token. A node's grant that disagrees is a violation of
+// FIFO order (or of the log).
 type reference struct {
-	t       uint64
-	turn    uint64 // the group's turn length
-	members map[wire.NodeID]bool
-	res     map[string]*refResource
-	grants  map[grantKey]wire.NodeID
+	t         uint64
+	turn      uint64 // the group's turn length
+	members   map[wire.NodeID]bool
+	res       map[string]*refResource
+	newGrants map[grantKey]wire.NodeID
 }
 
 type grantKey struct {
@@ -248,31 +416,8 @@ type refResource struct {
 	queue  []wire.Waiter
 }
 
-func newReference() *reference {
-	return &reference{t: 1, members: map[wire.NodeID]bool{1: true}, res: map[string]*refResource{}, grants: map[grantKey]wire.NodeID{}}
-}
-
-// advance applies every decision that is next in line, checking first that
-// the member that made it was the server for its T: the role never moves
-// without a decision saying where to.
-func (r *reference) advance(log map[uint64]wire.Decision, decider map[uint64]wire.NodeID) (errs []string) {
-	for {
-		d, ok := log[r.t]
-		if !ok {
-			return errs
-		}
-		t, next := d.Stamp()
-		if srv := r.server(t); srv != decider[t] {
-			errs = append(errs, fmt.Sprintf("decision %s at T=%d made by node %d, but the server for T=%d is node %d", d.Kind(), t, decider[t], t, srv))
-		}
-		if t%r.turn == r.turn-1 && d.Kind() != wire.KindSync {
-			errs = append(errs, fmt.Sprintf("the last timestamp of a turn, T=%d, went to a %s instead of a SYNC", t, d.Kind()))
-		}
-		if err := r.apply(d, t); err != "" {
-			errs = append(errs, fmt.Sprintf("reference model at T=%d: %s", t, err))
-		}
-		r.t = next
-	}
+func newReference(turn uint64) *reference {
+	return &reference{t: 1, turn: turn, members: map[wire.NodeID]bool{1: true}, res: map[string]*refResource{}, newGrants: map[grantKey]wire.NodeID{}}
 }
 
 func (r *reference) server(t uint64) wire.NodeID {
@@ -302,7 +447,7 @@ func (r *reference) give(name string, x *refResource, t uint64) {
 	if len(x.queue) > 0 {
 		x.holder, x.token = x.queue[0].Node, t
 		x.queue = x.queue[1:]
-		r.grants[grantKey{name, t}] = x.holder
+		r.newGrants[grantKey{name, t}] = x.holder
 	}
 }
 
@@ -329,8 +474,8 @@ func (r *reference) apply(d wire.Decision, t uint64) string {
 	case *wire.Left:
 		r.remove(d.ID, t)
 	case *wire.Sync:
-		for _, id := range d.Remove {
-			r.remove(id, t)
+		if d.Remove != 0 {
+			r.remove(d.Remove, t)
 		}
 	case *wire.Grant:
 		if !r.members[d.Node] {
@@ -343,7 +488,7 @@ func (r *reference) apply(d wire.Decision, t uint64) string {
 		}
 		if free {
 			x.holder, x.token = d.Node, t
-			r.grants[grantKey{d.Resource, t}] = d.Node
+			r.newGrants[grantKey{d.Resource, t}] = d.Node
 		} else {
 			x.queue = append(x.queue, wire.Waiter{Node: d.Node, Req: d.Req, Since: t})
 		}

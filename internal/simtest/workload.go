@@ -178,26 +178,38 @@ func (w *Workload) RunUntil(end int64, cond func() bool) bool {
 	})
 }
 
-// Faults crashes, stops and restarts nodes at random, never the server or
-// the member it is handing its turn to (the runtime's server takeover is a
-// separate feature; these tests cover crashes of every other member).
+// Faults injects what a LAN does to a group: crashes (each host restarts
+// later as a new incarnation), leaves, paused processes (SIGSTOP, then
+// SIGCONT, the pause caught between deciding and sending at times),
+// partitions of every shape (two sides of any sizes, one host alone,
+// one-way links: a host that cannot hear, or cannot be heard). Any host may
+// be hit: with probability Aim the fault goes to a dangerous one, the
+// server, its backup, a holder or the host with the newest log, else to any.
 type Faults struct {
-	s          *Sim
-	CrashRate  float64 // probability per tick that a member crashes
-	LeaveRate  float64 // probability per tick that a member leaves
-	RestartMin int     // ticks before a stopped host starts a new incarnation
-	RestartMax int
-	MaxDown    int // at most this many hosts down at once
-	restartAt  map[int]int64
+	s *Sim
+	// Probabilities per tick.
+	CrashRate, LeaveRate, PauseRate, PartitionRate float64
+	Aim                                            float64
+	RestartMin, RestartMax                         int // ticks before a crashed or stopped host starts a new incarnation
+	PauseMin, PauseMax                             int // ticks a pause lasts
+	PartitionMin, PartitionMax                     int // ticks a partition lasts
+	MaxDown                                        int // at most this many hosts crashed or paused at once
+	restartAt                                      map[int]int64
+	resumeAt                                       map[int]int64
+	healAt                                         int64
+	// Counts of what was injected, for the report.
+	Crashes, Leaves, Pauses, Partitions int
 }
 
 // NewFaults returns a fault injector for s; it does nothing until rates are
 // set.
 func NewFaults(s *Sim) *Faults {
-	return &Faults{s: s, RestartMin: 20, RestartMax: 200, MaxDown: 1 << 30, restartAt: map[int]int64{}}
+	return &Faults{s: s, RestartMin: 20, RestartMax: 200, PauseMin: 10, PauseMax: 400, PartitionMin: 50, PartitionMax: 600,
+		MaxDown: 1 << 30, restartAt: map[int]int64{}, resumeAt: map[int]int64{}}
 }
 
-// Step injects this tick's faults and restarts hosts whose time has come.
+// Step injects this tick's faults, and restarts, resumes and heals what is
+// due.
 func (f *Faults) Step() {
 	s, now := f.s, f.s.Tick()
 	for _, h := range s.Hosts {
@@ -213,41 +225,201 @@ func (f *Faults) Step() {
 			s.Start(i, false)
 		}
 	}
+	for _, i := range sortedHosts(f.resumeAt) {
+		if now >= f.resumeAt[i] {
+			delete(f.resumeAt, i)
+			s.Resume(i)
+		}
+	}
+	if f.healAt != 0 && now >= f.healAt {
+		f.healAt = 0
+		s.Heal()
+	}
 	crash := s.Rand.Float64() < f.CrashRate
 	leave := s.Rand.Float64() < f.LeaveRate
-	pick := s.Rand.Int()
-	if !crash && !leave {
+	pause := s.Rand.Float64() < f.PauseRate
+	split := s.Rand.Float64() < f.PartitionRate
+	pick, aim := s.Rand.Int(), s.Rand.Float64() < f.Aim
+	if split && f.healAt == 0 {
+		f.partition(now)
+	}
+	if !crash && !leave && !pause {
 		return
 	}
 	down := 0
-	var candidates []*Host
-	protected := s.Protected()
+	var candidates, dangerous []*Host
+	danger := f.dangerous()
 	for _, h := range s.Hosts {
 		switch {
-		case !h.Alive || h.Node.Stopped():
+		case !h.Alive || h.Paused || h.Node.Stopped():
 			down++
-		case h.Node.Joined() && !protected[h.Index]:
+		case h.Node.HasState():
 			candidates = append(candidates, h)
+			if danger[h.Index] {
+				dangerous = append(dangerous, h)
+			}
 		}
+	}
+	if aim && len(dangerous) > 0 {
+		candidates = dangerous
 	}
 	if len(candidates) == 0 || down >= f.MaxDown {
 		return
 	}
 	h := candidates[pick%len(candidates)]
-	if crash {
+	switch {
+	case crash && f.mayCrash(h):
+		f.Crashes++
 		s.Crash(h.Index)
-		return
+	case pause:
+		f.Pauses++
+		s.Pause(h.Index, pick%2 == 0)
+		f.resumeAt[h.Index] = now + int64(f.PauseMin+s.Rand.Intn(f.PauseMax-f.PauseMin+1))
+	case leave && h.Node.Joined() && f.mayCrash(h):
+		// A leave that no majority records ends in the node giving up, as
+		// good as a crash; the same guard applies.
+		f.Leaves++
+		s.tracef("h%d leaves", h.Index)
+		_ = h.Node.Leave()
+		s.collect(h)
 	}
-	s.tracef("h%d leaves", h.Index)
-	_ = h.Node.Leave()
-	s.collect(h)
 }
 
-// RestartAll starts a new incarnation in every host that is down.
-func (f *Faults) RestartAll() {
-	for _, h := range f.s.Hosts {
+// mayCrash reports whether crashing h (or its leaving, which a cut-off
+// group cannot record) leaves a majority of the group's view running, in the
+// view of every running host: views differ when a leave or a join was
+// decided on a branch of the log that a takeover later cut off. A crashed
+// process comes back as a new member, so the members it was are gone for
+// good until the group removes them, one per turn after a lease: a group
+// that lost a majority at once can never decide again (nor admit anyone), as
+// no majority-based protocol can without members that remember. Paused
+// hosts come back; they count as running.
+func (f *Faults) mayCrash(h *Host) bool {
+	s := f.s
+	lease := s.Config(0, false).Params.LeaseTicks
+	running := func(m arbiter.MemberInfo) bool {
+		// A member cut off, or silent for a while, may be removed any
+		// moment: it does not count.
+		if m.Silence >= lease/2 {
+			return false
+		}
+		for _, x := range s.Hosts {
+			if x != h && x.Alive && x.Node.HasState() && !x.Node.Stopped() && !x.Node.Leaving() && x.Node.ID() == m.ID && x.Node.Inc() == m.Inc && !s.cutOff(x.Index) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, x := range s.Hosts {
+		if !x.Alive || !x.Node.HasState() || x.Node.Stopped() {
+			continue
+		}
+		view := x.Node.Members()
+		k := 0
+		for _, m := range view {
+			if running(m) {
+				k++
+			}
+		}
+		if 2*k <= len(view) {
+			return false
+		}
+	}
+	return true
+}
+
+// dangerous returns the hosts whose failure the protocol must survive at
+// the worst moment: every host acting as server, the backup each names,
+// every holder, and the host with the newest log.
+func (f *Faults) dangerous() map[int]bool {
+	s := f.s
+	out := map[int]bool{}
+	byID := map[wire.NodeID]int{}
+	var top *Host
+	for _, h := range s.Hosts {
+		if !h.Alive || !h.Node.HasState() || h.Node.Stopped() {
+			continue
+		}
+		byID[h.Node.ID()] = h.Index
+		if top == nil || h.Node.Epoch() > top.Node.Epoch() || (h.Node.Epoch() == top.Node.Epoch() && h.Node.T() > top.Node.T()) {
+			top = h
+		}
+		if len(h.Node.Held()) > 0 {
+			out[h.Index] = true
+		}
+	}
+	if top != nil {
+		out[top.Index] = true
+	}
+	for _, h := range s.Hosts {
+		if h.Alive && h.Node.HasState() && h.Node.IsServer() {
+			out[h.Index] = true
+			if i, ok := byID[h.Node.Backup()]; ok {
+				out[i] = true
+			}
+		}
+	}
+	return out
+}
+
+// partition cuts the network for a while, in one of the shapes a LAN
+// breaks into: two sides (the server's side the smaller one half the time),
+// one host alone, or a host that cannot hear or cannot be heard.
+func (f *Faults) partition(now int64) {
+	s := f.s
+	n := len(s.Hosts)
+	if n < 2 {
+		return
+	}
+	f.Partitions++
+	f.healAt = now + int64(f.PartitionMin+s.Rand.Intn(f.PartitionMax-f.PartitionMin+1))
+	order := s.Rand.Perm(n)
+	switch shape := s.Rand.Intn(4); shape {
+	case 0: // two sides of any sizes
+		k := 1 + s.Rand.Intn(n-1)
+		s.Partition(order[:k], order[k:])
+	case 1: // two sides, the server on the smaller one (alone, if two hosts)
+		srv := -1
+		for _, h := range s.Hosts {
+			if h.Alive && h.Node.HasState() && h.Node.IsServer() {
+				srv = h.Index
+			}
+		}
+		if srv < 0 {
+			srv = order[0]
+		}
+		others := slices.DeleteFunc(order, func(i int) bool { return i == srv })
+		k := s.Rand.Intn((n-1)/2 + 1) // others beside the server: k+1 <= n-k-1 unless n is 2
+		if 2*(k+1) >= n && k > 0 {
+			k--
+		}
+		s.Partition(append([]int{srv}, others[:k]...), others[k:])
+	case 2: // one host cannot hear anyone
+		for _, i := range order[1:] {
+			s.Cut(i, order[0])
+		}
+	case 3: // one host cannot be heard
+		for _, i := range order[1:] {
+			s.Cut(order[0], i)
+		}
+	}
+}
+
+// HealAll ends every fault: it heals the network, resumes paused hosts and
+// starts a new incarnation in every host that is down.
+func (f *Faults) HealAll() {
+	s := f.s
+	s.Heal()
+	f.healAt = 0
+	for _, h := range s.Hosts {
+		if h.Alive && h.Paused {
+			s.Resume(h.Index)
+		}
+	}
+	f.resumeAt = map[int]int64{}
+	for _, h := range s.Hosts {
 		if !h.Alive || h.Node.Stopped() {
-			f.s.Start(h.Index, false)
+			s.Start(h.Index, false)
 		}
 	}
 	f.restartAt = map[int]int64{}
@@ -260,59 +432,4 @@ func sortedHosts(m map[int]int64) []int {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// Protected returns the hosts a fault must spare: the host with the most
-// advanced log and the server at its T, every acting server, the member each
-// would hand over to, and any member a SYNC is on its way to. Crashing any of
-// these is a server failure, which this protocol core does not take over
-// from.
-func (s *Sim) Protected() map[int]bool {
-	out := map[int]bool{}
-	byID := map[wire.NodeID]int{}
-	var maxT uint64
-	var top *Host
-	for _, h := range s.Hosts {
-		if !h.Alive || !h.Node.HasState() || h.Node.Stopped() {
-			continue
-		}
-		byID[h.Node.ID()] = h.Index
-		if top == nil || h.Node.T() > maxT {
-			top, maxT = h, h.Node.T()
-		}
-	}
-	protect := func(id wire.NodeID, ok bool) {
-		if i, known := byID[id]; ok && known {
-			out[i] = true
-		}
-	}
-	if top != nil {
-		// The holder of the newest decisions (perhaps their only holder,
-		// until it has retransmitted them), and the server they point to.
-		out[top.Index] = true
-		protect(top.Node.Server())
-	}
-	for _, h := range s.Hosts {
-		if !h.Alive || !h.Node.HasState() || h.Node.Stopped() {
-			continue
-		}
-		if h.Node.IsServer() {
-			out[h.Index] = true
-			// Its successor, and every member between the two in ID order:
-			// a ping reply of theirs may be in flight and make them the
-			// successor.
-			next, _ := h.Node.NextServer()
-			members := h.Node.Members()
-			i := slices.IndexFunc(members, func(m arbiter.MemberInfo) bool { return m.ID == h.Node.ID() })
-			for k := 1; k <= len(members) && i >= 0; k++ {
-				id := members[(i+k)%len(members)].ID
-				protect(id, true)
-				if id == next {
-					break
-				}
-			}
-		}
-		protect(h.Node.HandoffTarget())
-	}
-	return out
 }

@@ -1,0 +1,153 @@
+package arbiter
+
+import (
+	"fmt"
+
+	"github.com/mcnode/mcnode/wire"
+)
+
+// A grant takes effect only once the backup holds its decision (see doc.go,
+// "Takeover"): if the server dies, the backup takes over knowing every grant
+// that any member may be using. The backup says what it holds in the header
+// of everything it sends (LogEpoch, T), and multicasts an Ack when it applies
+// a decision that hands a resource to someone and has nothing else to send.
+//
+// A hand-over to the head of a queue (a holder released, left or was
+// removed) needs less: that the backup holds the log up to the decision that
+// put this node at the head. From there, whatever the backup decides about
+// the resource if it takes over without the hand-over, the resource goes to
+// this node next: the holder it still records releases again (it finds
+// itself a holder in the new epoch) or is removed, and either way the head
+// of the queue gets it. Nobody else holds it meanwhile: a holder the cut-off
+// branch removed had gone silent for a lease, so its lease lapsed, and a
+// grant that had not taken effect by then never does (dropPendingGrants),
+// however soon the new epoch renews the lease. At heavy load the
+// backup showed that position a whole critical section earlier, so the
+// hand-over takes effect as it arrives, and the synchronization delay stays
+// two one-way delays (release, then the server's decision).
+
+// noteAck records a member's log position from a datagram header, if it is a
+// position in this node's epoch.
+func (n *Node) noteAck(h wire.Header) {
+	if n.st == nil || h.LogEpoch != n.st.epoch {
+		return
+	}
+	if h.T > n.acks[h.From] {
+		n.acks[h.From] = h.T
+	}
+}
+
+// backedUp reports whether the grant decided for request p is backed up:
+// the backup of the time of the grant or the current one (which took the log
+// over from it) has shown a log position of at least p.need in this epoch. In a group of one there is no backup, and
+// the backup itself needs nobody.
+func (n *Node) backedUp(p *pending) bool {
+	st := n.st
+	switch {
+	case st.backup == 0 && len(st.members) == 1:
+		return true
+	case st.backup == n.id || p.grantNeeds == n.id:
+		return true
+	case st.backup != 0 && n.acks[st.backup] >= p.need:
+		return true
+	}
+	return p.grantNeeds != 0 && n.acks[p.grantNeeds] >= p.need
+}
+
+// confirmGrants puts into effect the grants the backup now holds.
+func (n *Node) confirmGrants() {
+	if n.st == nil || n.stat == statusDone {
+		return
+	}
+	if n.leaseExpired() {
+		// The group might already count this node as dead: holding now
+		// could overlap with whoever it reclaims the resource for.
+		n.dropPendingGrants()
+		return
+	}
+	for _, name := range sortedKeys(n.reqs) {
+		p := n.reqs[name]
+		if p.granted == 0 || !n.backedUp(p) {
+			continue
+		}
+		delete(n.reqs, name)
+		n.held[name] = &holding{req: p.req, token: p.granted}
+		n.emit(Event{Kind: EventGranted, Node: n.id, Resource: name, Req: p.req, Token: p.granted, T: p.granted})
+	}
+}
+
+// tickConfirm asks the backup again for an Ack that has not come: the one it
+// multicast may have been lost.
+func (n *Node) tickConfirm() {
+	retry := uint64(n.cfg.RetryTicks)
+	for _, name := range sortedKeys(n.reqs) {
+		p := n.reqs[name]
+		if p.granted == 0 || n.now-p.grantedAt < retry || n.now-n.ackRequestAt < retry {
+			continue
+		}
+		n.ackRequestAt = n.now
+		to := n.st.backup
+		if to == 0 || to == n.id {
+			to = p.grantNeeds
+		}
+		n.sendTo(to, &wire.AckRequest{T: p.need - 1})
+		return
+	}
+}
+
+// onAckRequest answers a grantee that waits for this node, the backup, to
+// show it holds a grant.
+func (n *Node) onAckRequest(src string, m *wire.AckRequest) {
+	// m.T is one below the position the grantee needs.
+	if n.st == nil || n.xfer.need || n.st.t <= m.T || n.st.epoch != n.promised {
+		return // not yet: the Ack goes out when this node applies it
+	}
+	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.Ack{}})
+}
+
+// sendAcks sends the Acks this node owes. Any multicast in the same Ready
+// carries the header, so an Ack is added only if none goes out anyway.
+func (n *Node) sendAcks() {
+	if !n.ackDue && !n.viewAckDue {
+		return
+	}
+	ack, view := n.ackDue, n.viewAckDue
+	n.ackDue, n.viewAckDue = false, false
+	if n.st == nil || n.xfer.need {
+		return
+	}
+	for _, o := range n.out {
+		if o.Addr == "" {
+			return
+		}
+	}
+	switch {
+	case ack:
+		n.out = append(n.out, Outbound{Msg: &wire.Ack{}})
+	case view && n.srv == nil:
+		if srv := n.st.server(); srv != n.id {
+			n.sendTo(srv, &wire.Ack{})
+		}
+	}
+}
+
+// Quorum describes whether this node can reach a majority of its view.
+type Quorum struct {
+	// Held: as server, a majority answered within the authority; as member,
+	// a server pinged within the takeover timeout.
+	Held bool
+	// Reachable is how many members (this node included) answered the last
+	// ping or claim, when that is known; Members the size of the view.
+	Reachable, Members int
+}
+
+// String renders the quorum as a status line says it.
+func (q Quorum) String() string {
+	switch {
+	case q.Held:
+		return fmt.Sprintf("quorum held (%d members)", q.Members)
+	case q.Reachable > 0:
+		return fmt.Sprintf("no quorum: %d of %d members reachable", q.Reachable, q.Members)
+	}
+	return fmt.Sprintf("no quorum: no server heard (%d members)", q.Members)
+}

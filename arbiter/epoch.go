@@ -1,0 +1,451 @@
+package arbiter
+
+import (
+	"fmt"
+
+	"github.com/mcnode/mcnode/wire"
+)
+
+// claiming is a takeover in progress: this node asks the members for their
+// votes to become the server of a new epoch (see doc.go, "Takeover").
+type claiming struct {
+	epoch   uint64
+	pre     bool   // asking whether they would vote; nobody has promised yet
+	started uint64 // tick this phase began
+	sentAt  uint64
+	// firstSent is when the first Claim of the real phase went out. Every
+	// vote was cast after it by a member that then votes for nobody else for
+	// Params.TakeoverTicks: the new server's authority runs from here.
+	firstSent uint64
+	votes     map[wire.NodeID]vote // granted votes of this phase, this node's own included
+	won       bool                 // a majority voted: catching up with the most advanced voter
+	wonAt     uint64
+	nakAt     uint64
+	prior     uint64 // this node's promise before the claim
+	reason    string
+}
+
+// vote is one member's granted vote: its log position and what it knows.
+type vote struct {
+	logEpoch, t uint64
+	addr        string
+	prior       uint64
+	seenT       uint64
+}
+
+// after reports whether log position (e, t) is ahead of (oe, ot): a newer
+// epoch wins whatever the timestamps, since a takeover may start an epoch at
+// a timestamp that an abandoned branch of the old one went past.
+func after(e, t, oe, ot uint64) bool { return e > oe || (e == oe && t > ot) }
+
+// promise raises the highest epoch this node will follow to e. Buffered
+// decisions came from senders of lower epochs and are dropped; a server of a
+// lower epoch steps down; a claim of a lower epoch is abandoned. who is the
+// member voted for, or 0 when the node merely learned that e exists.
+func (n *Node) promise(e uint64, who wire.NodeID) {
+	switch {
+	case e < n.promised:
+		return
+	case e > n.promised:
+		n.promised = e
+		n.votedFor = who
+		clear(n.log.future)
+	case who != 0:
+		n.votedFor = who
+	}
+	if e > n.maxEpoch {
+		n.maxEpoch = e
+	}
+	if n.srv != nil && n.st != nil && n.st.epoch < e {
+		n.stepDown(fmt.Sprintf("epoch %d has begun", e), 0)
+	}
+	c := n.claim
+	switch {
+	case c == nil:
+	case c.epoch < e, who != 0 && who != n.id, c.epoch == e && who != n.id && c.pre:
+		// A claim of a lower epoch is void; so is one that this node only
+		// asks about (pre-vote) while a member has promised its epoch
+		// already. And a vote for another member, of whatever epoch, ends
+		// this node's own claim: the vote promises that member no rival
+		// for the takeover timeout, this node included, or both could win
+		// with majorities that meet only here. A real claimant learning of
+		// its own epoch (its voters' headers carry it) goes on.
+		n.abandonClaim(fmt.Sprintf("epoch %d is claimed by another member", e))
+	case e < c.epoch && e > c.prior:
+		// An epoch between the log's and the claim's exists: its server
+		// may have granted what this node's log lacks (see provable).
+		c.prior = e
+	}
+}
+
+// stepDown stops serving. A server without a majority stops pinging, so that
+// members that still hear it stop hearing it and take over; it takes its turn
+// up again after resume ticks if nothing newer happened.
+func (n *Node) stepDown(reason string, resume uint64) {
+	if n.srv == nil {
+		return
+	}
+	n.srv = nil
+	n.stats.StepDowns++
+	n.heardAt = n.now
+	n.resumeAt = n.now + resume
+	n.emit(Event{Kind: EventStepDown, Node: n.id, Reason: reason})
+}
+
+// mayClaim reports whether this node may ask to take over now. A newcomer
+// that has the state but still waits for greetings may: the members that
+// owe it theirs may be dead, and only a server removes them.
+func (n *Node) mayClaim() bool {
+	return n.st != nil && (n.stat == statusMember || n.stat == statusSyncing) && n.srv == nil && n.claim == nil && !n.xfer.need &&
+		n.leave == nil && len(n.st.members) > 1 && n.st.member(n.id) != nil
+}
+
+// rank orders the members' takeovers: the backup first (it holds every
+// decision that took effect, so it takes over without waiting), then the
+// others in ID order after the server; the server itself, which believes it
+// should be serving, last.
+func (n *Node) rank() int {
+	if n.id == n.st.backup {
+		return 0
+	}
+	srv := n.st.server()
+	ids := n.st.sched.Members()
+	start := 0
+	for i, id := range ids {
+		if id >= srv {
+			start = i
+			break
+		}
+	}
+	r := 1
+	for i := 0; i < len(ids); i++ {
+		id := ids[(start+i)%len(ids)]
+		if id == srv || id == n.st.backup {
+			continue
+		}
+		if id == n.id {
+			return r
+		}
+		r++
+	}
+	return r
+}
+
+// jitter spreads takeovers of equal rank, and retries after a failed claim,
+// so that two candidates do not split the votes again and again (Raft's
+// randomized election timeouts, Ongaro and Ousterhout 2014, section 5.2).
+// It is drawn from the incarnation and the number of claims this node has
+// failed, so that the machine stays deterministic: under a StaggerTicks at
+// first, up to ClaimTicks after failures.
+func (n *Node) jitter() uint64 {
+	span := uint64(n.cfg.StaggerTicks)
+	if n.failedClaims > 0 {
+		span = uint64(n.cfg.ClaimTicks)
+	}
+	x := n.cfg.Inc + n.failedClaims*0x9e3779b97f4a7c15
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x % max(span, 1)
+}
+
+// tickTakeover starts a takeover when no server has pinged for the takeover
+// timeout (later for lower ranks), and drives one in progress.
+func (n *Node) tickTakeover() {
+	if n.claim != nil {
+		n.tickClaim()
+		return
+	}
+	if !n.mayClaim() {
+		return
+	}
+	wait := n.st.params.TakeoverTicks + uint64(n.rank()*n.cfg.StaggerTicks) + n.jitter()
+	if n.now-n.heardAt >= wait {
+		n.startClaim(fmt.Sprintf("no ping from a server for %d ticks", n.now-n.heardAt))
+	}
+}
+
+// startClaim asks the members whether they would vote for this node (the
+// pre-vote); the real claim follows once a majority would.
+func (n *Node) startClaim(reason string) {
+	c := &claiming{epoch: max(n.promised, n.maxEpoch) + 1, pre: true, started: n.now, prior: n.promised, reason: reason}
+	c.votes = map[wire.NodeID]vote{n.id: n.ownVote()}
+	n.claim = c
+	n.sendClaim()
+}
+
+// startSelfClaim is a server's takeover of its own group: it has no backup
+// that answers, so it cannot hand its turn over nor make a grant take
+// effect, and a new epoch with a new backup is the one safe way to name
+// another (see doc.go).
+func (n *Node) startSelfClaim(reason string) {
+	if n.claim != nil || n.srv == nil {
+		return
+	}
+	n.startClaim(reason)
+}
+
+func (n *Node) ownVote() vote {
+	return vote{logEpoch: n.st.epoch, t: n.st.t, addr: n.cfg.Addr, prior: n.promised, seenT: max(n.log.seenT, n.st.t)}
+}
+
+func (n *Node) sendClaim() {
+	c := n.claim
+	c.sentAt = n.now
+	n.multicast(&wire.Claim{Epoch: c.epoch, Pre: c.pre})
+}
+
+// tickClaim resends the claim, gives up on one that takes too long, and
+// drives the catching up of one that won.
+func (n *Node) tickClaim() {
+	c := n.claim
+	if n.now-c.started >= uint64(n.cfg.ClaimTicks) {
+		n.abandonClaim(fmt.Sprintf("%d of %d members voted within %d ticks", n.countVotes(c), len(n.st.members), n.cfg.ClaimTicks))
+		return
+	}
+	if n.now-c.sentAt >= uint64(n.cfg.RetryTicks) {
+		n.sendClaim() // also after winning: the backup's vote may yet come
+	}
+	if c.won {
+		n.catchUpClaim()
+	}
+}
+
+// abandonClaim gives up a takeover. The timer starts again, so that another
+// member, ranked later, gets its chance first.
+func (n *Node) abandonClaim(reason string) {
+	c := n.claim
+	if c == nil {
+		return
+	}
+	n.claim = nil
+	n.heardAt = n.now
+	n.failedClaims++
+	if !c.pre {
+		n.emit(Event{Kind: EventTakeoverFailed, Node: n.id, Reason: fmt.Sprintf("claim for epoch %d given up: %s", c.epoch, reason)})
+	} else if n.srv == nil {
+		n.quorumLost(fmt.Sprintf("no server heard, and %d of %d members reachable", n.countVotes(c), len(n.st.members)))
+	}
+}
+
+// countVotes counts the granted votes of members of the current view.
+func (n *Node) countVotes(c *claiming) int {
+	k := 0
+	for _, m := range n.st.members {
+		if _, ok := c.votes[m.id]; ok {
+			k++
+		}
+	}
+	return k
+}
+
+// majority reports whether k members are a majority of the current view.
+func (n *Node) majority(k int) bool { return 2*k > len(n.st.members) }
+
+// wouldVote decides a claim: the epoch must be above the one this node
+// promised (or the same, asked again by the member it voted for), and this
+// node must have heard no server for the takeover timeout (or the claimant
+// is the server it hears: a server replacing its backup). A server that
+// holds a majority's answers votes for nobody else.
+func (n *Node) wouldVote(h wire.Header, m *wire.Claim) (bool, string) {
+	switch {
+	case m.Epoch < n.promised || (m.Epoch == n.promised && (m.Pre || n.votedFor != h.From)):
+		return false, "epoch already promised"
+	case n.srv != nil && n.hasAuthority():
+		return false, "this node is the server and a majority answers it"
+	case n.now-n.heardAt < n.st.params.TakeoverTicks && h.From != n.pinger:
+		return false, "the server was heard within the takeover timeout"
+	}
+	return true, ""
+}
+
+// onClaim answers a member's claim with a vote.
+func (n *Node) onClaim(src string, h wire.Header, from *member, m *wire.Claim) {
+	if n.st == nil || from == nil || n.st.member(n.id) == nil {
+		return // only members of this node's view are candidates, and only members vote
+	}
+	prior := n.promised
+	granted, _ := n.wouldVote(h, m)
+	if granted && !m.Pre {
+		n.promise(m.Epoch, h.From)
+		// A vote promises what a ping reply promises: no other vote for the
+		// takeover timeout. The new server's authority rests on it.
+		n.heardAt, n.pinger = n.now, h.From
+		n.pingEpoch, n.pingT = h.LogEpoch, h.T
+	}
+	seen := max(n.log.seenT, n.st.t)
+	n.out = append(n.out, Outbound{To: h.From, Addr: src,
+		Msg: &wire.Vote{Epoch: m.Epoch, Pre: m.Pre, Granted: granted, Prior: prior, SeenT: seen}})
+}
+
+// onVote counts a vote for this node's claim.
+func (n *Node) onVote(src string, h wire.Header, from *member, m *wire.Vote) {
+	c := n.claim
+	if from == nil || n.st == nil {
+		return
+	}
+	if h.Epoch > n.promised {
+		// The voter follows a newer epoch than this node knew of.
+		n.promise(h.Epoch, 0)
+		c = n.claim
+	}
+	if c == nil || m.Epoch != c.epoch || m.Pre != c.pre || !m.Granted {
+		return
+	}
+	c.votes[h.From] = vote{logEpoch: h.LogEpoch, t: h.T, addr: src, prior: m.Prior, seenT: m.SeenT}
+	if c.won || !n.majority(n.countVotes(c)) {
+		return // a late vote still counts: it may be the backup's
+	}
+	if c.pre {
+		// A majority would vote: ask for real, and promise the epoch first.
+		c.pre, c.started = false, n.now
+		c.votes = map[wire.NodeID]vote{n.id: n.ownVote()}
+		n.promise(c.epoch, n.id)
+		c.firstSent = n.now
+		n.stats.Claims++
+		n.emit(Event{Kind: EventTakeoverStarted, Node: n.id, Reason: fmt.Sprintf("claiming epoch %d: %s", c.epoch, c.reason)})
+		n.sendClaim()
+		return
+	}
+	c.won, c.wonAt = true, n.now
+	n.failedClaims = 0
+	n.catchUpClaim()
+}
+
+// catchUpClaim brings this node's log up to the most advanced of its voters'
+// (so that it holds every decision any of them applied), then takes over.
+func (n *Node) catchUpClaim() {
+	c := n.claim
+	var best vote
+	for _, id := range sortedKeys(c.votes) {
+		if v := c.votes[id]; after(v.logEpoch, v.t, best.logEpoch, best.t) {
+			best = v
+		}
+	}
+	if after(best.logEpoch, best.t, n.st.epoch, n.st.t) {
+		if n.now-c.nakAt >= uint64(n.cfg.NakTicks) && best.addr != "" {
+			c.nakAt = n.now
+			n.stats.NaksSent++
+			n.out = append(n.out, Outbound{Addr: best.addr, Msg: &wire.Nak{From: n.st.t, Count: 64}})
+		}
+		return
+	}
+	// A majority is enough to take over, but not always to take over at
+	// once: give the backup, whose vote proves every grant known, a retry
+	// interval to answer before settling for the lease wait.
+	if fast, _ := n.provable(c); !fast && n.now-c.wonAt < uint64(n.cfg.RetryTicks) {
+		return
+	}
+	n.finishTakeover()
+}
+
+// provable reports whether this node, its log caught up, knows every grant
+// the old epoch made that may have taken effect, and so may grant at once.
+// A grant takes effect only once the backup holds it, so it knows them if it
+// made them (it is the server of its own log) or it is the backup or the
+// backup voted (and so holds no more than this node now does) — unless some
+// voter had promised a newer epoch than the log's, whose decisions nobody
+// here holds.
+func (n *Node) provable(c *claiming) (bool, string) {
+	prior := c.prior
+	for _, v := range c.votes {
+		prior = max(prior, v.prior)
+	}
+	st := n.st
+	switch {
+	case prior > st.epoch:
+		return false, fmt.Sprintf("a voter had promised epoch %d, newer than the log's %d", prior, st.epoch)
+	case st.server() == n.id:
+		return true, "this node made the last decisions"
+	case st.backup == n.id:
+		return true, "this node was the backup"
+	case st.backup != 0:
+		if _, ok := c.votes[st.backup]; ok {
+			return true, fmt.Sprintf("the backup, node %d, voted", st.backup)
+		}
+	}
+	return false, fmt.Sprintf("the backup, node %d, did not vote", st.backup)
+}
+
+// finishTakeover decides the Takeover that begins this node's epoch.
+func (n *Node) finishTakeover() {
+	c := n.claim
+	st := n.st
+	if st.member(n.id) == nil || !n.majority(n.countVotes(c)) {
+		n.abandonClaim("the voters are no longer a majority of the view")
+		return
+	}
+	fast, why := n.provable(c)
+	base := max(st.t, n.log.seenT)
+	for _, v := range c.votes {
+		base = max(base, v.seenT)
+	}
+	next, ok := st.sched.NextTurn(n.id, base+TakeoverGap)
+	if !ok || base+TakeoverGap < base {
+		n.abandonClaim("the group timestamp is exhausted")
+		return
+	}
+	backup := n.pickBackup(func(id wire.NodeID) bool { _, ok := c.votes[id]; return ok }, n.id, n.id)
+	d := &wire.Takeover{T: st.t, Next: next, Epoch: c.epoch, PrevEpoch: st.epoch, Server: n.id, Backup: backup, Wait: !fast}
+	n.claim = nil
+	if n.srv != nil {
+		n.flush() // a server replacing its backup: its held-back decisions come first
+	}
+	if !n.apply(d, true) {
+		return
+	}
+	n.out = append(n.out, Outbound{Msg: d})
+	n.stats.Takeovers++
+	n.pendingAuth = c.firstSent + AuthorityTicks(st.params)
+	reason := "grants at once: " + why
+	if !fast {
+		// Some grant of the old epoch may be in effect at a member that did
+		// not vote: wait until its lease, renewed at the latest within the
+		// old authority, which ended before this majority formed, has run
+		// out on its own clock.
+		n.frozenUntil = n.now + st.params.LeaseTicks + st.params.LeaseMarginTicks
+		reason = fmt.Sprintf("grants nothing for %d ticks (the lease and its margin): %s", n.frozenUntil-n.now, why)
+	}
+	n.emit(Event{Kind: EventTakeoverWon, Node: n.id, Reason: fmt.Sprintf("took over as server of epoch %d, %s", c.epoch, reason)})
+}
+
+// pickBackup returns the first member after "after" in ID order, other than
+// the server it is to back up, that ok accepts; 0 if there is none.
+func (n *Node) pickBackup(ok func(wire.NodeID) bool, after, server wire.NodeID) wire.NodeID {
+	ids := n.st.sched.Members()
+	start := 0
+	for i, id := range ids {
+		if id > after {
+			start = i
+			break
+		}
+	}
+	for i := 0; i < len(ids); i++ {
+		id := ids[(start+i)%len(ids)]
+		if id != server && ok(id) {
+			return id
+		}
+	}
+	return 0
+}
+
+// quorumLost reports, once until it is regained, that this node cannot reach
+// a majority: as server, its authority lapsed; as member, no server pings it
+// and its claims find no majority.
+func (n *Node) quorumLost(reason string) {
+	if n.lastQuorumEvent == 1 {
+		return
+	}
+	n.lastQuorumEvent = 1
+	n.emit(Event{Kind: EventQuorumLost, Node: n.id, Reason: reason})
+}
+
+func (n *Node) quorumRegained(reason string) {
+	if n.lastQuorumEvent != 1 {
+		return
+	}
+	n.lastQuorumEvent = 0
+	n.emit(Event{Kind: EventQuorumRegained, Node: n.id, Reason: reason})
+}

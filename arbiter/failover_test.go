@@ -1,0 +1,486 @@
+package arbiter_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/internal/simtest"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// Takeover scenarios, each the dangerous case of its kind: the server dies
+// right after a decision that reached one member only, the server and its
+// backup die together, the server is cut off on the minority side, the
+// server is paused past the lease. The simulation's checker runs throughout
+// (mutual exclusion on one clock, crashed and paused holders counted until
+// their own lease ends, tokens, FIFO order, one server with authority).
+
+// roles returns the server, its backup and the other running hosts.
+func roles(t *testing.T, s *simtest.Sim) (srv, backup *simtest.Host, others []*simtest.Host) {
+	t.Helper()
+	srv, backup = successor(t, s)
+	for _, h := range s.Hosts {
+		if h != srv && h != backup && h.Alive && !h.Paused {
+			others = append(others, h)
+		}
+	}
+	return srv, backup, others
+}
+
+// epochOf returns the highest epoch any running host's log is in.
+func epochOf(s *simtest.Sim) uint64 {
+	var e uint64
+	for _, h := range s.Hosts {
+		if h.Alive && !h.Paused && h.Node.HasState() {
+			e = max(e, h.Node.Epoch())
+		}
+	}
+	return e
+}
+
+// recordsHolder reports whether h's replicated state has h holding r.
+func recordsHolder(h *simtest.Host, r string) bool {
+	return slices.ContainsFunc(h.Node.Resources(), func(x arbiter.ResourceInfo) bool { return x.Name == r && x.Holder == h.Node.ID() })
+}
+
+func takeovers(s *simtest.Sim) []*wire.Takeover { return decisions[*wire.Takeover](s) }
+
+func granted(h *simtest.Host, resource string) bool {
+	return slices.ContainsFunc(h.Events, func(e arbiter.Event) bool { return e.Kind == arbiter.EventGranted && e.Resource == resource })
+}
+
+// The server's last decision, a grant of a free resource, reaches only its
+// grantee, and the server dies at once; the grantee is cut off from the
+// backup, so the backup cannot fetch the decision from it either. The
+// grantee must not use the resource: the backup never held the decision,
+// takes over at once (it proves it knows every grant in effect) and grants
+// the resource in its own epoch to another member. Once the network heals,
+// the grantee finds its grant gone from the log and asks again.
+func TestTakeoverLastGrantReachedOnlyItsGrantee(t *testing.T) {
+	s := newGroup(t, 5, 41, nil)
+	srv, backup, others := roles(t, s)
+	grantee, rival := others[0], others[1]
+	cut := false
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		if !cut && d.From == srv.Index && d.Has(wire.KindGrant) {
+			cut = true
+			s.Cut(grantee.Index, backup.Index)
+			s.Cut(backup.Index, grantee.Index)
+		}
+		return cut && d.From == srv.Index && d.To != grantee.Index
+	}
+	acquire(t, s, grantee, "r")
+	waitUntil(t, s, 20, "the grant went out", func() bool { return cut })
+	s.Crash(srv.Index)
+	s.RunTicks(1)
+	if !recordsHolder(grantee, "r") {
+		t.Fatal("the grant did not reach its grantee")
+	}
+	acquire(t, s, rival, "r")
+	cfg := arbiter.DefaultConfig()
+	limit := int(cfg.Params.TakeoverTicks) + 2*cfg.ClaimTicks + cfg.RetryTicks
+	waitUntil(t, s, limit, "the backup takes over", backup.Node.IsServer)
+	tk := takeovers(s)
+	if len(tk) != 1 || tk[0].Server != backup.Node.ID() || tk[0].Wait {
+		t.Fatalf("takeovers %+v: want one by the backup, node %d, without a lease wait", tk, backup.Node.ID())
+	}
+	waitUntil(t, s, 60, "the rival granted r", func() bool { return granted(rival, "r") })
+	if granted(grantee, "r") {
+		t.Fatal("the grantee used a grant that only it held")
+	}
+	if err := rival.Node.Release("r"); err != nil {
+		t.Fatal(err)
+	}
+	s.Check.Released(rival, "r")
+	s.Flush(rival)
+	s.Heal()
+	waitUntil(t, s, 200, "the grantee, back, granted r in its turn", func() bool { return granted(grantee, "r") })
+	if grantee.Node.Stats().Truncated == 0 && grantee.Node.Stats().Snapshots < 2 {
+		t.Error("the grantee kept its log of the old epoch's branch")
+	}
+	checkClean(t, s)
+}
+
+// A hand-over to the head of a queue reaches only its grantee, which is then
+// cut off; the server dies. The backup never held even the decision that put
+// the grantee at the head, so the grantee must not enter: the backup's epoch
+// hands the resource to the next in its own queue.
+func TestTakeoverHandOverReachedOnlyItsGrantee(t *testing.T) {
+	s := newGroup(t, 5, 43, nil)
+	srv, _, others := roles(t, s)
+	holder, grantee, rival := others[0], others[1], others[2]
+	acquire(t, s, holder, "r")
+	waitUntil(t, s, 30, "the holder holds r", func() bool { return holds(holder, "r") })
+	// From now on the server's decisions reach the grantee alone.
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		return d.From == srv.Index && d.To != grantee.Index && d.Packet.Messages[0].Kind().IsDecision()
+	}
+	acquire(t, s, grantee, "r")
+	waitUntil(t, s, 30, "the grantee is queued", func() bool { return hasEvent(grantee, arbiter.EventQueued) })
+	if err := holder.Node.Release("r"); err != nil {
+		t.Fatal(err)
+	}
+	s.Check.Released(holder, "r")
+	s.Flush(holder)
+	waitUntil(t, s, 30, "the hand-over reached the grantee", func() bool { return recordsHolder(grantee, "r") })
+	s.Partition([]int{grantee.Index}, nil)
+	for _, h := range s.Hosts {
+		if h != grantee {
+			s.Cut(grantee.Index, h.Index)
+			s.Cut(h.Index, grantee.Index)
+		}
+	}
+	s.Crash(srv.Index)
+	acquire(t, s, rival, "r")
+	if granted(grantee, "r") {
+		t.Fatal("the grantee uses a hand-over that the backup never held the start of")
+	}
+	cfg := arbiter.DefaultConfig()
+	waitUntil(t, s, int(cfg.Params.TakeoverTicks)+3*cfg.ClaimTicks, "a takeover", func() bool { return len(takeovers(s)) > 0 })
+	waitUntil(t, s, 100, "the rival granted r in the new epoch", func() bool { return granted(rival, "r") })
+	if granted(grantee, "r") {
+		t.Fatal("the cut-off grantee entered")
+	}
+	checkClean(t, s)
+}
+
+// kill -9 of the server: its backup takes over within the takeover timeout
+// and a claim, and grants at once.
+func TestTakeoverAfterServerCrashIsFast(t *testing.T) {
+	s := newGroup(t, 5, 47, nil)
+	srv, backup, others := roles(t, s)
+	s.Crash(srv.Index)
+	died := s.Tick()
+	acquire(t, s, others[0], "r")
+	cfg := arbiter.DefaultConfig()
+	bound := int(cfg.Params.TakeoverTicks) + cfg.HeartbeatTicks + cfg.ClaimTicks
+	waitUntil(t, s, bound, "r granted after the server died", func() bool { return granted(others[0], "r") })
+	t.Logf("r granted %d ticks after the server died (takeover timeout %d)", s.Tick()-died, cfg.Params.TakeoverTicks)
+	tk := takeovers(s)
+	if len(tk) != 1 || tk[0].Server != backup.Node.ID() || tk[0].Wait {
+		t.Fatalf("takeovers %+v: want one by the backup without a lease wait", tk)
+	}
+	checkClean(t, s)
+}
+
+// kill -9 of the server and its backup together: the next member takes over,
+// cannot prove it knows every grant in effect, and grants nothing until a
+// lease and its margin have passed.
+func TestTakeoverAfterServerAndBackupCrash(t *testing.T) {
+	s := newGroup(t, 5, 53, nil)
+	srv, backup, others := roles(t, s)
+	s.Crash(srv.Index)
+	s.Crash(backup.Index)
+	died := s.Tick()
+	acquire(t, s, others[0], "r")
+	cfg := arbiter.DefaultConfig()
+	p := cfg.Params
+	waitUntil(t, s, int(p.TakeoverTicks)+4*cfg.StaggerTicks+3*cfg.ClaimTicks, "a takeover", func() bool { return len(takeovers(s)) > 0 })
+	won := s.Tick()
+	if tk := takeovers(s); !tk[0].Wait {
+		t.Fatalf("takeover %+v does not wait out leases, though the backup is dead", tk[0])
+	}
+	lease := int(p.LeaseTicks + p.LeaseMarginTicks)
+	s.RunTicks(lease - 5)
+	if granted(others[0], "r") {
+		t.Fatalf("r granted %d ticks after a takeover that had to wait %d", s.Tick()-won, lease)
+	}
+	waitUntil(t, s, 40, "r granted once the leases ran out", func() bool { return granted(others[0], "r") })
+	t.Logf("r granted %d ticks after the server and its backup died", s.Tick()-died)
+	checkClean(t, s)
+}
+
+// A split, 2/3, with the server on the side of two: that side stops granting
+// once its authority runs out and says it has no quorum; the side of three
+// takes over and grants; once the network heals, all five share one epoch.
+func TestMinoritySideGrantsNothing(t *testing.T) {
+	s := newGroup(t, 5, 59, nil)
+	srv, _, others := roles(t, s)
+	minority := []int{srv.Index, others[0].Index}
+	var majority []int
+	for _, h := range s.Hosts {
+		if !slices.Contains(minority, h.Index) {
+			majority = append(majority, h.Index)
+		}
+	}
+	s.Partition(minority, majority)
+	cfg := arbiter.DefaultConfig()
+	s.RunTicks(int(arbiter.AuthorityTicks(cfg.Params)) + 1)
+	if srv.Node.HasAuthority() {
+		t.Fatal("the server on the minority side still has authority")
+	}
+	acquire(t, s, others[0], "minority")
+	maj := s.Hosts[majority[0]]
+	acquire(t, s, maj, "majority")
+	waitUntil(t, s, int(cfg.Params.TakeoverTicks)+4*cfg.StaggerTicks+3*cfg.ClaimTicks, "the majority side grants", func() bool { return granted(maj, "majority") })
+	s.RunTicks(300)
+	if granted(others[0], "minority") {
+		t.Fatal("the minority side granted a lock")
+	}
+	if q := others[0].Node.Quorum(); q.Held {
+		t.Fatalf("a member of the minority side reports %v", q)
+	}
+	s.Heal()
+	// The majority removed the cut-off members once they had been silent
+	// for a lease; they rejoin as new members, as the runtime does by
+	// itself, and ask again.
+	waitUntil(t, s, 50, "the minority learns it was removed", func() bool { return srv.Node.Stopped() && others[0].Node.Stopped() })
+	for _, i := range minority {
+		s.Start(i, false)
+	}
+	waitUntil(t, s, 300, "the minority rejoins", func() bool { return others[0].Node.Joined() })
+	acquire(t, s, others[0], "minority")
+	waitUntil(t, s, 100, "and gets its lock", func() bool { return granted(others[0], "minority") })
+	waitUntil(t, s, 300, "one view, one epoch", func() bool {
+		for _, h := range s.Hosts {
+			if h.Node.Epoch() != epochOf(s) || len(h.Node.Members()) != 5 || h.Node.Digest() != maj.Node.Digest() {
+				return false
+			}
+		}
+		return true
+	})
+	checkClean(t, s)
+}
+
+// SIGSTOP of the server, then SIGCONT: the others take over; the old
+// server, back, removes nobody for its own silence. After a short pause it
+// follows the new epoch as a member; after one longer than the lease, the
+// group has removed it (it was silent) and it rejoins as a new member, as
+// the runtime does by itself.
+func TestPausedServerStepsDownAndBlamesNobody(t *testing.T) {
+	p := arbiter.DefaultConfig().Params
+	for _, pause := range []int{int(p.TakeoverTicks) * 2, 300} {
+		t.Run(fmt.Sprintf("%d ticks", pause), func(t *testing.T) {
+			s := newGroup(t, 5, 61, nil)
+			srv, _, _ := roles(t, s)
+			old := srv.Node.ID()
+			s.Pause(srv.Index, true)
+			s.RunTicks(pause)
+			if len(takeovers(s)) == 0 {
+				t.Fatal("nobody took over from the paused server")
+			}
+			s.Resume(srv.Index)
+			s.RunTicks(1)
+			if srv.Node.HasAuthority() {
+				t.Fatal("the resumed server believes it still has authority")
+			}
+			waitUntil(t, s, 100, "the old server follows the new epoch, or learns it was removed", func() bool {
+				return srv.Node.Stopped() || (srv.Node.Epoch() == epochOf(s) && !srv.Node.IsServer())
+			})
+			if srv.Node.Stopped() {
+				if uint64(pause) < p.LeaseTicks {
+					t.Fatalf("the server was removed after a pause of %d ticks, shorter than the lease", pause)
+				}
+				s.Start(srv.Index, false)
+			}
+			waitUntil(t, s, 300, "five members again", func() bool {
+				for _, h := range s.Hosts {
+					if !h.Node.Joined() || len(h.Node.Members()) != 5 {
+						return false
+					}
+				}
+				return true
+			})
+			for _, d := range decisions[*wire.Sync](s) {
+				if d.Remove != 0 && d.Remove != old {
+					t.Fatalf("node %d removed: somebody was blamed for the server's pause", d.Remove)
+				}
+			}
+			checkClean(t, s)
+		})
+	}
+}
+
+// SIGSTOP of a holder past its lease: the next holder enters only after the
+// paused holder's lease has run out on its own clock (the checker counts the
+// paused holder as holding until then), and the paused holder, resumed,
+// finds it lost the lock.
+func TestPausedHolderLosesTheLockBeforeTheNextEnters(t *testing.T) {
+	s := newGroup(t, 5, 67, nil)
+	_, _, others := roles(t, s)
+	holder, next := others[0], others[1]
+	acquire(t, s, holder, "r")
+	waitUntil(t, s, 30, "the holder holds r", func() bool { return holds(holder, "r") })
+	acquire(t, s, next, "r")
+	s.Pause(holder.Index, false)
+	p := arbiter.DefaultConfig().Params
+	waitUntil(t, s, int(p.LeaseTicks+p.LeaseMarginTicks)+200, "r passes on", func() bool { return granted(next, "r") })
+	s.Resume(holder.Index)
+	s.RunTicks(5)
+	if holds(holder, "r") || !hasEvent(holder, arbiter.EventLost) {
+		t.Fatal("the resumed holder still believes it holds r")
+	}
+	checkClean(t, s)
+}
+
+// A member that asks whether it may claim epoch e+2 (it saw e+1 in a
+// header) and meanwhile votes for another member's real claim of e+1 must
+// give its own claim up: else both win, with majorities that meet only in
+// it, and two servers decide at once. Here S is heard by nobody, D (its
+// backup) claims e+1 and gets C's vote, and C's own claim of e+2 would win
+// with S's vote, which reaches C only after C voted for D.
+func TestVoteForAnotherEndsOwnClaim(t *testing.T) {
+	s := newGroup(t, 3, 83, nil)
+	S, _ := successor(t, s)
+	var D, C *simtest.Host
+	cut := false
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		switch {
+		case d.From == S.Index && d.Has(wire.KindPing):
+			return true
+		case D == nil:
+			return false
+		case d.From == C.Index && d.To == D.Index && d.Has(wire.KindClaim):
+			return true
+		case d.From == S.Index && d.To == C.Index && d.Has(wire.KindVote) && C.Node.Promised() < 2:
+			return true
+		case d.From == D.Index && d.To == S.Index:
+			return true
+		case d.From == D.Index && d.To == C.Index:
+			if cut {
+				return true
+			}
+			if d.Has(wire.KindClaim) && D.Node.Promised() > S.Node.Promised() {
+				_, claiming := C.Node.Claiming()
+				return !claiming // D's real claim reaches C only while C claims
+			}
+		}
+		return false
+	}
+	waitUntil(t, s, 200, "S serves", S.Node.IsServer)
+	D = hostOf(s, S.Node.Backup())
+	for _, h := range s.Hosts {
+		if h != S && h != D {
+			C = h
+		}
+	}
+	D.OnEvent = func(h *simtest.Host, e arbiter.Event) {
+		if e.Kind == arbiter.EventTakeoverStarted {
+			_, _ = h.Node.Acquire("x") // its header tells C that epoch 2 exists
+		}
+	}
+	votedWhileClaiming := false
+	s.RunUntil(s.Now+400*simtest.SubTicks, func() bool {
+		if !cut && C.Node.Promised() == 2 {
+			cut = true // C voted for D: from now on C hears nothing of D
+			_, votedWhileClaiming = C.Node.Claiming()
+		}
+		return len(s.Check.Violations) > 0
+	})
+	if !cut {
+		t.Fatal("the schedule did not happen: C never voted for D")
+	}
+	if votedWhileClaiming {
+		t.Error("C voted for D and still claims an epoch of its own")
+	}
+	checkClean(t, s)
+}
+
+// A late copy of the old server's ping, reaching a member after it has
+// answered the new server's pings, must not turn the member's promise back
+// to the old server: the old server, cut off from the new one, would win a
+// takeover with that member's vote while the new server still holds a
+// majority's authority on the same member's answers.
+func TestLatePingOfTheOldServerPromisesNothing(t *testing.T) {
+	s := newGroup(t, 3, 89, nil)
+	S, B := successor(t, s)
+	var X *simtest.Host
+	for _, h := range s.Hosts {
+		if h != S && h != B {
+			X = h
+		}
+	}
+	var late *simtest.Datagram
+	serving, cutBX := false, false
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		switch {
+		case !serving && d.From == S.Index && d.To == X.Index && d.Has(wire.KindPing):
+			late = d // delivered now, and again below
+		case serving && d.From == B.Index && d.To == S.Index:
+			return true
+		case cutBX && d.From == B.Index && d.To == X.Index:
+			return true
+		}
+		return false
+	}
+	waitUntil(t, s, 200, "the turn passes to B", B.Node.IsServer)
+	serving = true
+	takeover := int64(S.Node.Params().TakeoverTicks)
+	start := s.Tick()
+	waitUntil(t, s, int(takeover), "", func() bool { return s.Tick()-start >= takeover-3 })
+	if late == nil {
+		t.Fatal("no ping of S to X seen")
+	}
+	cutBX = true
+	s.Replay(late, 1)
+	s.RunUntil(s.Now+200*simtest.SubTicks, func() bool { return len(s.Check.Violations) > 0 })
+	checkClean(t, s)
+}
+
+// A healthy group, losing a few datagrams, never says it lost its quorum:
+// the count of members a server reaches comes from its pings to all that
+// have had time to be answered, not from a direct ping of its backup (which
+// two members answer) or a ping just sent.
+func TestNoSpuriousQuorumLoss(t *testing.T) {
+	s := newGroup(t, 5, 47, nil)
+	s.Opt.Loss = 0.05
+	w := simtest.NewWorkload(s, 2)
+	w.Run(3000)
+	for _, h := range s.Hosts {
+		for _, e := range h.Events {
+			if e.Kind == arbiter.EventQuorumLost {
+				t.Errorf("h%d: quorum lost in a healthy group: %s", h.Index, e.Reason)
+			}
+		}
+		if q := h.Node.Quorum(); !q.Held || (q.Reachable != 0 && q.Reachable < 3) { // 0: a new turn, not counted yet
+			t.Errorf("h%d: %v", h.Index, q)
+		}
+	}
+	checkClean(t, s)
+}
+
+// A holder that stays in touch with the group keeps its lock through a
+// takeover: the server's pings renew every member's lease a heartbeat at a
+// time, so the lease outlasts the takeover timeout, the claim and the new
+// server's first pings, whenever in its turn the server dies; and a new
+// server that waits out the old epoch's leases (the server and its backup
+// died together) renews them meanwhile. A request made before the takeover
+// is granted after it, not fenced for a lease that ran out.
+func TestConnectedHolderKeepsItsLockThroughATakeover(t *testing.T) {
+	for _, crash := range []string{"server", "server-and-backup"} {
+		for off := 0; off < 60; off += 6 {
+			s := newGroup(t, 5, 47, nil)
+			srv, backup, others := roles(t, s)
+			holder, waiter := others[0], others[1]
+			acquire(t, s, holder, "r")
+			waitUntil(t, s, 30, "the holder holds r", func() bool { return holds(holder, "r") })
+			s.RunTicks(off)
+			srv, backup = server(s), nil
+			if srv == nil || srv == holder || srv == waiter {
+				continue
+			}
+			s.Crash(srv.Index)
+			if crash == "server-and-backup" {
+				if backup = hostOf(s, srv.Node.Backup()); backup == nil || backup == holder || backup == waiter {
+					continue
+				}
+				s.Crash(backup.Index)
+			}
+			acquire(t, s, waiter, "q")
+			waitUntil(t, s, 600, "the waiter's grant after the takeover", func() bool { return holds(waiter, "q") })
+			for _, h := range []*simtest.Host{holder, waiter} {
+				for _, e := range h.Events {
+					if e.Kind == arbiter.EventLost {
+						t.Errorf("%s crashed %d ticks into the hold: h%d lost %q: %s", crash, off, h.Index, e.Resource, e.Reason)
+					}
+				}
+			}
+			if !holds(holder, "r") {
+				t.Errorf("%s crashed %d ticks into the hold: the holder no longer holds r", crash, off)
+			}
+			checkClean(t, s)
+		}
+	}
+}
