@@ -34,9 +34,9 @@ func benchCommand() *cli.Command {
 			"           not run), and TCP on 127.0.0.1 between quorum nodes\n\n" +
 			"Light load is one request at a time; heavy load is every node always waiting,\n" +
 			"all on one resource. Messages per entry count every datagram (a multicast once)\n" +
-			"or stream message; the multicast mode's membership traffic (pings, SYNCs,\n" +
-			"heartbeats, NAKs, joins) is shown apart and in the total. The default run takes\n" +
-			"a few minutes; a progress line shows where it is.",
+			"or stream message; the multicast mode's membership traffic (pings, SYNCs, the\n" +
+			"backup's acks, takeovers, NAKs, joins) is shown apart and in the total. The\n" +
+			"default run takes a few minutes; a progress line shows where it is.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "layers", Value: "sim,sockets", Usage: "layers to run: sim, sockets or both"},
 			&cli.StringFlag{Name: "protocols", Value: "all", Usage: "comma-separated: " + strings.Join(bench.ProtocolNames(), ", ")},

@@ -48,6 +48,11 @@ func TestSimulationAgainstPapers(t *testing.T) {
 		if r.Mode == ModeMulticast && r.Load == Heavy && (r.SyncDelayT < 1 || r.SyncDelayT > 2) {
 			t.Errorf("multicast N=%d: synchronization delay %.2fT, want T to 2T", r.N, r.SyncDelayT)
 		}
+		// The backup acks each grant once, unless it multicasts something
+		// else that carries the ack anyway.
+		if r.Mode == ModeMulticast && r.Load == Heavy && (r.Acks <= 0 || r.Acks > 1) {
+			t.Errorf("multicast N=%d: %.3f backup acks per entry, want more than 0 and at most 1", r.N, r.Acks)
+		}
 		if r.Mode == ModeMulticast && r.Membership <= 0 {
 			t.Errorf("multicast N=%d %s: no membership traffic counted; pings and SYNCs must show", r.N, r.Load)
 		}

@@ -43,12 +43,15 @@ type Row struct {
 	Entries int `json:"entries"` // critical-section entries measured
 	// Messages is the protocol's own datagrams or stream messages per
 	// entry (requests, grants, releases, inquires, ...); Membership is the
-	// multicast mode's upkeep (pings and their replies, SYNCs, heartbeats,
+	// multicast mode's upkeep (pings and their replies, SYNCs, backup acks,
 	// NAKs and repairs, joins) and retries; Total is both.
 	Messages   float64 `json:"messages_per_entry"`
 	Membership float64 `json:"membership_per_entry"`
-	Total      float64 `json:"total_per_entry"`
-	Bytes      float64 `json:"bytes_per_entry"` // every message counted in Total
+	// Acks is the part of Membership that the failover design adds to
+	// every grant: the backup's acks, and the server's requests for them.
+	Acks  float64 `json:"acks_per_entry,omitempty"`
+	Total float64 `json:"total_per_entry"`
+	Bytes float64 `json:"bytes_per_entry"` // every message counted in Total
 
 	// Acquire latency: from the request to the entry.
 	LatencyP50US float64 `json:"latency_p50_us,omitempty"`

@@ -11,6 +11,7 @@ import (
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
 	"github.com/mcnode/mcnode/quorumfallback/qnet"
 	"github.com/mcnode/mcnode/quorumfallback/sim"
+	"github.com/mcnode/mcnode/wire"
 )
 
 // SimOptions configures the simulation layer.
@@ -93,6 +94,9 @@ func simMulticast(n int, load string, opt SimOptions) Row {
 			row.Messages += per
 		} else {
 			row.Membership += per
+		}
+		if c == wire.ClassAck {
+			row.Acks += per
 		}
 		row.Bytes += float64(s.Stats.Bytes[c]-bytes[c]) / e
 	}

@@ -190,7 +190,7 @@ func (n quorumNode) acquire(ctx context.Context) (func() error, error) {
 
 // traffic is what a group of nodes has sent so far.
 type traffic struct {
-	core, membership, bytes float64
+	core, membership, acks, bytes float64
 }
 
 // cluster is a running group of nodes and a way to read their traffic.
@@ -239,6 +239,7 @@ func socketRun(st Setup, n int, load string, opt SocketOptions, cal Calibration)
 	e := float64(m.entries)
 	row.Messages = (after.core - before.core) / e
 	row.Membership = (after.membership - before.membership) / e
+	row.Acks = (after.acks - before.acks) / e
 	row.Total = row.Messages + row.Membership
 	row.Bytes = (after.bytes - before.bytes) / e
 	t := micros(rtt) / 2
@@ -298,6 +299,9 @@ func startMulticast(n int, opt SocketOptions) (*cluster, error) {
 					t.core += float64(k)
 				} else if class != wire.ClassUpdate {
 					t.membership += float64(k)
+				}
+				if class == wire.ClassAck {
+					t.acks += float64(k)
 				}
 			}
 			t.bytes += float64(st.Stats.SentBytes)

@@ -155,7 +155,7 @@ func figures(rows []bench.Row) []figure {
 }
 
 // withMembership is the multicast mode's total, its membership traffic
-// (pings, SYNCs, heartbeats) included, as a series of its own beside the
+// (pings, SYNCs, backup acks) included, as a series of its own beside the
 // protocol's messages: the first stays flat in N, the second does not.
 func withMembership(rows []bench.Row, load string) []series {
 	var mc []bench.Row
