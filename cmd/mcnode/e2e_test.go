@@ -474,11 +474,23 @@ func TestE2EKillNonServerMember(t *testing.T) {
 func TestE2EKillLockClient(t *testing.T) {
 	c := newCluster(t, 2, 2)
 	const work = 1500 * time.Millisecond
-	client := c.mcnode(0, "lock", "r", "--", "sleep", fmt.Sprint(work.Seconds()))
+	// The command marks that it runs: killing the client between the grant
+	// and the command's start would test a client that never handed the
+	// lock on, which rightly releases it.
+	running := filepath.Join(c.dir, "running")
+	client := c.mcnode(0, "lock", "r", "--", "sh", "-c", `touch "$1"; exec sleep "$2"`, "sh", running, fmt.Sprint(work.Seconds()))
 	if err := client.Start(); err != nil {
 		t.Fatal(err)
 	}
 	c.waitStatus(1, "the client has the lock", c.holding("r", -1, 0))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(running); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the locked command did not start")
+		}
+	}
 	started := time.Now()
 	_ = client.Process.Kill()
 	_ = client.Wait()

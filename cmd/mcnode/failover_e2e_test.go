@@ -55,7 +55,8 @@ echo "end $H $MCNODE_TOKEN $(date +%s%N)" >> "$D/log"`
 func startLockLoops(c *cluster, hosts []int, work int) *lockLoop {
 	l := &lockLoop{c: c, log: filepath.Join(c.dir, "log"), stop: make(chan struct{}), hosts: map[int]chan struct{}{}}
 	for _, i := range hosts {
-		l.hosts[i] = make(chan struct{})
+		quiet := make(chan struct{})
+		l.hosts[i] = quiet
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -63,7 +64,7 @@ func startLockLoops(c *cluster, hosts []int, work int) *lockLoop {
 				select {
 				case <-l.stop:
 					return
-				case <-l.hosts[i]:
+				case <-quiet:
 					return
 				default:
 				}
