@@ -2,6 +2,7 @@ package arbiter
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/mcnode/mcnode/wire"
 )
@@ -9,8 +10,11 @@ import (
 // A grant takes effect only once the backup holds its decision (see doc.go,
 // "Takeover"): if the server dies, the backup takes over knowing every grant
 // that any member may be using. The backup says what it holds in the header
-// of everything it sends (LogEpoch, T), and multicasts an Ack when it applies
-// a decision that hands a resource to someone and has nothing else to send.
+// of everything it sends (LogEpoch, T), and, when it has nothing else to
+// multicast, sends an Ack straight to whoever waits on a decision it applied:
+// the grantee of a free resource, and the member a decision made the head of
+// a queue (see handedOff). On becoming the backup, and in a new epoch, it
+// multicasts one.
 //
 // A hand-over to the head of a queue (a holder released, left or was
 // removed) needs less: that the backup holds the log up to the decision that
@@ -59,17 +63,27 @@ func (n *Node) confirmGrants() {
 	if n.st == nil || n.stat == statusDone {
 		return
 	}
-	if n.leaseExpired() {
+	// This runs at every step: find what is ready in map order, and sort
+	// only that (usually nothing), for the events' order.
+	var ready []string
+	waiting := false
+	for name, p := range n.reqs {
+		if p.granted != 0 {
+			waiting = true
+			if n.backedUp(p) {
+				ready = append(ready, name)
+			}
+		}
+	}
+	if waiting && n.leaseExpired() {
 		// The group might already count this node as dead: holding now
 		// could overlap with whoever it reclaims the resource for.
 		n.dropPendingGrants()
 		return
 	}
-	for _, name := range sortedKeys(n.reqs) {
+	slices.Sort(ready)
+	for _, name := range ready {
 		p := n.reqs[name]
-		if p.granted == 0 || !n.backedUp(p) {
-			continue
-		}
 		delete(n.reqs, name)
 		n.held[name] = &holding{req: p.req, token: p.granted}
 		n.emit(Event{Kind: EventGranted, Node: n.id, Resource: name, Req: p.req, Token: p.granted, T: p.granted})
@@ -105,15 +119,15 @@ func (n *Node) onAckRequest(src string, m *wire.AckRequest) {
 	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.Ack{}})
 }
 
-// sendAcks sends the Acks this node owes. Any multicast in the same Ready
-// carries the header, so an Ack is added only if none goes out anyway.
+// sendAcks sends the Acks this node owes: directly to the members that wait
+// on them (a multicast would cost every member a datagram to read, for the
+// sake of one or two), to all after a takeover, and to the server when the
+// view changed (see viewCommitted). Any multicast in the same Ready carries
+// the header to everyone, so then no Ack is needed.
 func (n *Node) sendAcks() {
-	if !n.ackDue && !n.viewAckDue {
-		return
-	}
-	ack, view := n.ackDue, n.viewAckDue
-	n.ackDue, n.viewAckDue = false, false
-	if n.st == nil || n.xfer.need {
+	to, all, view := n.ackTo, n.ackAll, n.viewAckDue
+	n.ackTo, n.ackAll, n.viewAckDue = nil, false, false
+	if (len(to) == 0 && !all && !view) || n.st == nil || n.xfer.need {
 		return
 	}
 	for _, o := range n.out {
@@ -121,12 +135,17 @@ func (n *Node) sendAcks() {
 			return
 		}
 	}
-	switch {
-	case ack:
+	if all {
 		n.out = append(n.out, Outbound{Msg: &wire.Ack{}})
-	case view && n.srv == nil:
-		if srv := n.st.server(); srv != n.id {
-			n.sendTo(srv, &wire.Ack{})
+		return
+	}
+	if view && n.srv == nil {
+		to = append(to, n.st.server())
+	}
+	slices.Sort(to)
+	for _, id := range slices.Compact(to) {
+		if id != n.id && n.st.member(id) != nil {
+			n.sendTo(id, &wire.Ack{})
 		}
 	}
 }

@@ -176,9 +176,7 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 			return false
 		}
 		st.request(d)
-		if !d.Queued {
-			n.handedOff()
-		}
+		n.handedOff(d.Resource, d.Node, !d.Queued, false)
 		if d.Node == n.id {
 			n.ownDecided(d, t)
 		}
@@ -187,13 +185,16 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 			n.diverged(fmt.Sprintf("a release of %q by node %d, which does not hold it under token %d", d.Resource, d.Node, d.Token))
 			return false
 		}
+		wasHead := d.Withdrawn && st.headIs(d.Resource, d.Node)
 		h, passed := st.release(d)
 		if d.Node == n.id {
 			n.ownReleased(d)
 		}
 		if passed {
-			n.handedOff()
+			n.handedOff(h.resource, h.to, true, true)
 			n.handedOver(h)
+		} else if wasHead {
+			n.ackHead(d.Resource) // the next waiter moved up
 		}
 	case *wire.Sync:
 		if !n.applySync(d, t) {
@@ -224,12 +225,31 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 	return true
 }
 
-// handedOff notes that a decision just applied hands a resource to someone:
-// the grantee may use it once the backup holds the decision, so the backup
-// says it does.
-func (n *Node) handedOff() {
-	if n.st.backup == n.id {
-		n.ackDue = true
+// handedOff notes, at the backup, who waits on the decision just applied:
+// the grantee of a free resource (granted, not from a queue) may use it once
+// the backup holds the decision, and a member that became the head of the
+// resource's queue by it may take a later hand-over once the backup holds
+// this one (see confirm.go). The backup tells each of them directly. The
+// grantee of a hand-over from the queue needs nothing new: it needs the
+// decision that made it the head, which it was told of then, or at the
+// SYNC that made this node the backup (applySync).
+func (n *Node) handedOff(resource string, to wire.NodeID, granted, fromQueue bool) {
+	if n.st.backup != n.id {
+		return
+	}
+	if granted && !fromQueue {
+		n.ackTo = append(n.ackTo, to)
+	}
+	if r := n.st.resources[resource]; r != nil && (granted || len(r.queue) == 1) {
+		n.ackHead(resource)
+	}
+}
+
+// ackHead has the backup tell the head of the resource's queue, if there is
+// one, that it holds the decision that put it there.
+func (n *Node) ackHead(resource string) {
+	if r := n.st.resources[resource]; n.st.backup == n.id && r != nil && len(r.queue) > 0 {
+		n.ackTo = append(n.ackTo, r.queue[0].Node)
 	}
 }
 
@@ -261,6 +281,11 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 		if n.stat == statusDone {
 			return true
 		}
+	}
+	if d.Backup == n.id && st.backup != n.id {
+		// This node backs the next server up: the grantees and queue heads
+		// waiting on decisions it holds must hear that it holds them.
+		n.ackAll = true
 	}
 	st.backup = d.Backup
 	if st.backup != 0 && st.member(st.backup) == nil {
@@ -305,7 +330,9 @@ func (n *Node) applyTakeover(d *wire.Takeover, t, next uint64) bool {
 	}
 	n.claim = nil
 	n.viewAckDue = true
-	n.handedOff()
+	// Every grant the new epoch carries over is held by its backup from
+	// the start: the grantees waiting on one hear it at once.
+	n.ackAll = n.st.backup == n.id
 	how := "it knows every grant in effect"
 	if d.Wait {
 		how = "it waits out the leases of the old epoch before it grants"
@@ -321,6 +348,14 @@ func (n *Node) dropMember(id wire.NodeID, t uint64, kind EventKind, reason strin
 		delete(n.updSeen, m.inc)
 	}
 	delete(n.acks, id)
+	var heads []string // queues it headed without holding: the next moves up
+	if n.st.backup == n.id {
+		for name := range n.st.resources {
+			if n.st.headIs(name, id) {
+				heads = append(heads, name)
+			}
+		}
+	}
 	hand, _ := n.st.removeMember(id, t)
 	if id == n.id {
 		if kind == EventMemberLeft {
@@ -331,11 +366,12 @@ func (n *Node) dropMember(id wire.NodeID, t uint64, kind EventKind, reason strin
 		return
 	}
 	n.emit(Event{Kind: kind, Node: id, T: t, Reason: reason})
-	if len(hand) > 0 {
-		n.handedOff()
-	}
 	for _, h := range hand {
+		n.handedOff(h.resource, h.to, true, true)
 		n.handedOver(h)
+	}
+	for _, name := range heads {
+		n.ackHead(name)
 	}
 }
 
@@ -390,8 +426,9 @@ func (n *Node) granted(resource string, req, token, need uint64) {
 // noteHeads records, for each request of this node that a holder's queue
 // now has at its head, the decision at which it got there.
 func (n *Node) noteHeads(t uint64) {
-	for _, name := range sortedKeys(n.reqs) {
-		p := n.reqs[name]
+	// Each request is looked at alone, so map order does not matter here:
+	// this runs at every decision applied.
+	for name, p := range n.reqs {
 		if p.headAt != 0 || p.granted != 0 {
 			continue
 		}

@@ -121,8 +121,9 @@ type Node struct {
 	// acks (see confirm.go): the highest log position each member has shown
 	// in this epoch, and whether this node owes an Ack.
 	acks          map[wire.NodeID]uint64
-	ackDue        bool // the backup applied a hand-over: multicast an Ack
-	viewAckDue    bool // a change of the view or epoch was applied: tell the server
+	ackTo         []wire.NodeID // the backup applied hand-overs: Ack these grantees and new heads
+	ackAll        bool          // the backup of a new epoch: Ack everyone
+	viewAckDue    bool          // a change of the view or epoch was applied: tell the server
 	ackRequestAt  uint64
 	ackRequestFor uint64
 
@@ -622,8 +623,6 @@ func (n *Node) retry(after uint64) {
 // have reached the previous server too late for its turn.
 func (n *Node) resubmit() { n.retry(0) }
 
-// renew extends the lease from a tick at which this node is known to have
-// been heard by a server.
 // answeredPings is how many pings' replies a member remembers: the one
 // before the current ping to all, and direct pings in between.
 const answeredPings = 16
@@ -658,6 +657,8 @@ func (n *Node) answeredAt(server wire.NodeID, probe uint64) (uint64, bool) {
 	return 0, false
 }
 
+// renew extends the lease from a tick at which this node is known to have
+// been heard by a server.
 func (n *Node) renew(at uint64) {
 	if at > n.anchor {
 		n.anchor = at

@@ -54,6 +54,10 @@ type tenure struct {
 	lostAt     uint64    // when authority last lapsed
 	majorityAt uint64    // send tick of the last ping a majority answered
 	lastAll    uint64    // the last ping to all members
+	// replay is what the members overheard before this turn, served once
+	// the server may decide (replayed says it was).
+	replay   []inbound
+	replayed bool
 }
 
 // probe is one ping and the members that answered it.
@@ -92,10 +96,25 @@ func (n *Node) becomeServer() {
 		n.srv.authUntil, n.srv.hadAuth = n.pendingAuth, true
 	}
 	n.pendingAuth = 0
+	n.srv.replay, n.recent = n.recent, nil
 	n.pingAll()
-	recent := n.recent
-	n.recent = nil
-	for _, in := range recent {
+	n.replayRecent()
+}
+
+// replayRecent serves, once this server may decide (a majority has answered
+// its first ping, or its takeover's votes stand for that), what was asked of
+// the previous server and not decided, and this node's own pending
+// operations: without it, a request that reached the old server as it
+// handed over would wait for its sender's retry.
+func (n *Node) replayRecent() {
+	s := n.srv
+	if s == nil || s.replayed || !n.canDecide() {
+		return
+	}
+	s.replayed = true
+	replay := s.replay
+	s.replay = nil
+	for _, in := range replay {
 		if n.now-in.at > uint64(n.cfg.RetryTicks) || n.srv == nil {
 			continue
 		}
@@ -104,7 +123,9 @@ func (n *Node) becomeServer() {
 		}
 		n.serveReplayed(in)
 	}
-	n.resubmit()
+	if n.srv != nil {
+		n.resubmit()
+	}
 }
 
 // pingAll multicasts a new ping. In a group of one the server is its own
@@ -223,6 +244,7 @@ func (n *Node) countProbe(p *probe) {
 	// The server's own lease runs from the ping a majority answered: what
 	// it holds it may keep no longer than any member would.
 	n.renew(p.sentAt)
+	n.replayRecent()
 }
 
 // hasAuthority reports whether this node is a server that a majority of the
@@ -487,7 +509,22 @@ func (n *Node) flush() {
 }
 
 // serve is the server's handling of requests (paper figure C).
-func (n *Node) serve(in inbound) { n.serveMsg(in, n.catchUp) }
+//
+// A server that may not decide yet (its first ping not yet answered by a
+// majority, a takeover's wait, no backup) keeps the request for when it may:
+// dropped, it would wait for its sender's retry. A server whose turn is over
+// drops it: the next server overheard it too.
+func (n *Node) serve(in inbound) {
+	if s := n.srv; s != nil && !n.canDecide() && !n.mustEndTurn() {
+		if len(s.replay) >= maxRecent {
+			s.replay = s.replay[1:] // the oldest: decided already, or soon retried
+		}
+		s.replay = append(s.replay, in)
+		s.replayed = false
+		return
+	}
+	n.serveMsg(in, n.catchUp)
+}
 
 // serveReplayed serves a request overheard before this turn. If it has been
 // decided meanwhile, its sender is not behind: nothing needs resending.
@@ -627,6 +664,7 @@ func (n *Node) tickServer() {
 	if len(s.lazy) > 0 && n.now-s.lazyAt >= uint64(n.cfg.LazyTicks) {
 		n.flush()
 	}
+	n.replayRecent() // if a freeze or a wait for the backup held it back
 	if n.now-s.pingAt >= uint64(n.cfg.HeartbeatTicks) {
 		n.pingAll()
 	} else if n.now-s.retryAt >= uint64(n.cfg.PingRetryTicks) {

@@ -199,6 +199,13 @@ func (s *state) removeMember(id wire.NodeID, t uint64) (hand []handover, lost []
 	return hand, lost
 }
 
+// headIs reports whether node waits first in the queue of a resource held
+// by another: a head whose leaving moves the next waiter up.
+func (s *state) headIs(resource string, node wire.NodeID) bool {
+	r := s.resources[resource]
+	return r != nil && r.holder != node && len(r.queue) > 1 && r.queue[0].Node == node
+}
+
 // resourceNames returns the resource names in sorted order: the only order
 // in which the state is ever walked.
 func (s *state) resourceNames() []string {
