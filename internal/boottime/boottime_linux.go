@@ -1,19 +1,53 @@
 package boottime
 
 import (
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
+// Reading CLOCK_BOOTTIME is a system call (about 1.5 µs; Go reads only the
+// realtime and monotonic clocks through the vDSO, at about 50 ns), and the
+// runtime reads the clock at every datagram. So Now reads it at most once
+// per refreshEvery of monotonic time and extrapolates with the monotonic
+// clock in between. The two clocks differ only by the time spent suspended,
+// and a suspend shows in between: the wall clock runs on through it while
+// the monotonic clock stops, so a wall clock that moved away from the
+// monotonic one since the last reading (a suspend, or a clock step) forces a
+// fresh reading. Extrapolation never runs ahead of the true clock, and the
+// read-back keeps it from falling behind by more than a suspend it cannot
+// miss.
+const (
+	refreshEvery = 10 * time.Millisecond
+	maxSkew      = time.Millisecond
+)
+
+type reading struct {
+	at   time.Time // wall and monotonic, from time.Now
+	boot time.Duration
+}
+
+var last atomic.Pointer[reading]
+
 func now() time.Duration {
+	t := time.Now()
+	if r := last.Load(); r != nil {
+		mono := t.Sub(r.at)                                   // monotonic
+		wall := time.Duration(t.UnixNano() - r.at.UnixNano()) // wall
+		if mono >= 0 && mono < refreshEvery && wall-mono < maxSkew && mono-wall < maxSkew {
+			return r.boot + mono
+		}
+	}
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
 		// CLOCK_BOOTTIME exists since Linux 2.6.39; without it, the
 		// monotonic clock is the best there is.
 		return time.Since(processStart)
 	}
-	return time.Duration(ts.Nano())
+	boot := time.Duration(ts.Nano())
+	last.Store(&reading{at: time.Now(), boot: boot})
+	return boot
 }
 
 func hostWide() bool {
