@@ -132,10 +132,11 @@ const MaxDriftPPM = 10_000
 // Then no server decides once a takeover has a majority's votes: any two
 // majorities share a member.
 func AuthorityTicks(p wire.Params) uint64 {
-	if p.TakeoverTicks < 2 {
+	a := (p.TakeoverTicks - 1) * (1_000_000 - MaxDriftPPM) / (1_000_000 + MaxDriftPPM)
+	if p.TakeoverTicks < 2 || a < 1 {
 		return 0
 	}
-	return (p.TakeoverTicks-1)*(1_000_000-MaxDriftPPM)/(1_000_000+MaxDriftPPM) - 1
+	return a - 1
 }
 
 // MinLeaseMargin is the smallest LeaseMarginTicks the protocol accepts for a

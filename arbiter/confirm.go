@@ -31,9 +31,13 @@ import (
 // two one-way delays (release, then the server's decision).
 
 // noteAck records a member's log position from a datagram header, if it is a
-// position in this node's epoch.
+// position in this node's epoch. A sender that has promised a newer epoch
+// than its log's shows no position: it voted at the position it then had,
+// and a candidate may have taken over on the strength of that vote, so what
+// its log gained since (a NAK answered by a member of the old epoch) may be
+// a branch the new epoch cuts off.
 func (n *Node) noteAck(h wire.Header) {
-	if n.st == nil || h.LogEpoch != n.st.epoch {
+	if n.st == nil || h.LogEpoch != n.st.epoch || h.Epoch != h.LogEpoch {
 		return
 	}
 	if h.T > n.acks[h.From] {
@@ -58,9 +62,12 @@ func (n *Node) backedUp(p *pending) bool {
 	return p.grantNeeds != 0 && n.acks[p.grantNeeds] >= p.need
 }
 
-// confirmGrants puts into effect the grants the backup now holds.
+// confirmGrants puts into effect the grants the backup now holds. Nothing
+// takes effect while this node has promised a newer epoch than its log's:
+// for the same reason as in noteAck, this node may be the backup (which needs
+// nobody's ack) applying the old epoch's decisions after its vote.
 func (n *Node) confirmGrants() {
-	if n.st == nil || n.stat == statusDone {
+	if n.st == nil || n.stat == statusDone || n.promised != n.st.epoch {
 		return
 	}
 	// This runs at every step: find what is ready in map order, and sort
@@ -111,9 +118,9 @@ func (n *Node) tickConfirm() {
 
 // onAckRequest answers a grantee that waits for this node, the backup, to
 // show it holds a grant.
-func (n *Node) onAckRequest(src string, m *wire.AckRequest) {
+func (n *Node) onAckRequest(src string, from *member, m *wire.AckRequest) {
 	// m.T is one below the position the grantee needs.
-	if n.st == nil || n.xfer.need || n.st.t <= m.T || n.st.epoch != n.promised {
+	if n.st == nil || from == nil || n.xfer.need || n.st.t <= m.T || n.st.epoch != n.promised {
 		return // not yet: the Ack goes out when this node applies it
 	}
 	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.Ack{}})

@@ -88,7 +88,11 @@
 // take over; it holds every grant in effect, and takes over at once. A
 // candidate knows it holds them if it made the last decisions itself, or it
 // was the backup, or the backup voted for it, and no voter had promised an
-// epoch newer than its log. Otherwise (the server and its backup died
+// epoch newer than its log. The backup's vote speaks for the log position
+// it had when it voted: a node that has promised an epoch newer than its
+// log's may still apply the old epoch's decisions (catching up), but it
+// shows no log position for them, and no grant takes effect at it, until
+// its log reaches the epoch it promised. Otherwise (the server and its backup died
 // together, or the backup is on the other side of a split) it decides the
 // Takeover with Wait and grants nothing for a lease and its margin: every
 // lease renewed under the old epoch was renewed within its authority, which

@@ -10,6 +10,7 @@ import (
 // votes to become the server of a new epoch (see doc.go, "Takeover").
 type claiming struct {
 	epoch   uint64
+	attempt uint64 // numbers this node's claims: votes echo it
 	pre     bool   // asking whether they would vote; nobody has promised yet
 	started uint64 // tick this phase began
 	sentAt  uint64
@@ -85,7 +86,7 @@ func (n *Node) stepDown(reason string, resume uint64) {
 	if n.srv == nil {
 		return
 	}
-	n.srv = nil
+	n.endTenure()
 	n.stats.StepDowns++
 	n.heardAt = n.now
 	n.resumeAt = n.now + resume
@@ -170,7 +171,8 @@ func (n *Node) tickTakeover() {
 // startClaim asks the members whether they would vote for this node (the
 // pre-vote); the real claim follows once a majority would.
 func (n *Node) startClaim(reason string) {
-	c := &claiming{epoch: max(n.promised, n.maxEpoch) + 1, pre: true, started: n.now, prior: n.promised, reason: reason}
+	n.attempts++
+	c := &claiming{epoch: max(n.promised, n.maxEpoch) + 1, attempt: n.attempts, pre: true, started: n.now, prior: n.promised, reason: reason}
 	c.votes = map[wire.NodeID]vote{n.id: n.ownVote()}
 	n.claim = c
 	n.sendClaim()
@@ -194,7 +196,7 @@ func (n *Node) ownVote() vote {
 func (n *Node) sendClaim() {
 	c := n.claim
 	c.sentAt = n.now
-	n.multicast(&wire.Claim{Epoch: c.epoch, Pre: c.pre})
+	n.multicast(&wire.Claim{Epoch: c.epoch, Pre: c.pre, Attempt: c.attempt})
 }
 
 // tickClaim resends the claim, gives up on one that takes too long, and
@@ -277,7 +279,7 @@ func (n *Node) onClaim(src string, h wire.Header, from *member, m *wire.Claim) {
 	}
 	seen := max(n.log.seenT, n.st.t)
 	n.out = append(n.out, Outbound{To: h.From, Addr: src,
-		Msg: &wire.Vote{Epoch: m.Epoch, Pre: m.Pre, Granted: granted, Prior: prior, SeenT: seen}})
+		Msg: &wire.Vote{Epoch: m.Epoch, Pre: m.Pre, Granted: granted, Prior: prior, SeenT: seen, Attempt: m.Attempt}})
 }
 
 // onVote counts a vote for this node's claim.
@@ -291,8 +293,8 @@ func (n *Node) onVote(src string, h wire.Header, from *member, m *wire.Vote) {
 		n.promise(h.Epoch, 0)
 		c = n.claim
 	}
-	if c == nil || m.Epoch != c.epoch || m.Pre != c.pre || !m.Granted {
-		return
+	if c == nil || m.Epoch != c.epoch || m.Pre != c.pre || m.Attempt != c.attempt || !m.Granted {
+		return // not for this claim: a late answer to an earlier one
 	}
 	c.votes[h.From] = vote{logEpoch: h.LogEpoch, t: h.T, addr: src, prior: m.Prior, seenT: m.SeenT}
 	if c.won || !n.majority(n.countVotes(c)) {

@@ -538,3 +538,157 @@ func TestWithdrawnHeadMovesTheNextUpAtOnce(t *testing.T) {
 	}
 	t.Logf("%d of 10 seeds kept one turn through the scenario", tried)
 }
+
+// The backup votes for a candidate, and only then learns the old server's
+// last grant, which reached one member alone (it fetches it from that
+// member, whose header shows the new epoch, so the fetch is not refused).
+// The candidate took over at once on the strength of the backup's vote, at a
+// log without that grant, and grants the resource anew: the old grant must
+// not take effect, neither by the backup's ack (the grantee is another
+// member) nor at the backup itself (the grantee is the backup, which needs
+// nobody's ack).
+func TestBackupThatVotedMakesNoOldGrantTakeEffect(t *testing.T) {
+	for _, grantee := range []string{"member", "backup"} {
+		t.Run(grantee, func(t *testing.T) {
+			tried := 0
+			for seed := int64(1); seed < 20; seed++ {
+				if backupVotedScenario(t, seed, grantee == "backup") {
+					tried++
+				}
+			}
+			if tried == 0 {
+				t.Fatal("no seed played the scenario out")
+			}
+		})
+	}
+}
+
+// backupVotedScenario plays one seed of the scenario above. It reports
+// whether the seed played it out: the roles must fall so that the
+// candidate's backup is the member that asks for the resource in the new
+// epoch.
+func backupVotedScenario(t *testing.T, seed int64, backupIsGrantee bool) bool {
+	s := newGroup(t, 5, seed, nil)
+	srv, backup, others := roles(t, s)
+	// cand takes over, rival asks in the new epoch, lone got the old grant
+	// (or, if the backup is the grantee, is the one member it talks to).
+	var cand, rival, lone *simtest.Host
+	for _, p := range [][3]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}} {
+		c, r := others[p[0]], others[p[1]]
+		for k := 1; k <= 5; k++ {
+			id := wire.NodeID((int(c.Node.ID())-1+k)%5 + 1)
+			if id == backup.Node.ID() {
+				break
+			}
+			if id == r.Node.ID() {
+				cand, rival, lone = c, r, others[p[2]]
+				break
+			}
+		}
+		if cand != nil {
+			break
+		}
+	}
+	if cand == nil {
+		return false
+	}
+	grantee := lone
+	if backupIsGrantee {
+		grantee = backup
+	}
+	inPair := func(i int) bool { return i == backup.Index || i == lone.Index }
+	grantOut, backupVoted := false, false
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		if !grantOut && d.From == srv.Index && d.Has(wire.KindGrant) {
+			grantOut = true
+		}
+		switch {
+		case grantOut && d.From == srv.Index && d.To != lone.Index:
+			return true // the old server's last datagrams reach lone alone
+		case backupIsGrantee && d.From == lone.Index && d.To != backup.Index:
+			return true // lone is heard by the backup alone
+		case backupIsGrantee && d.From == backup.Index && d.Has(wire.KindRequest) && d.To != srv.Index:
+			return true // the backup's request reaches the old server alone
+		case d.Has(wire.KindClaim) && d.From != cand.Index:
+			return true // only cand claims
+		}
+		for _, m := range d.Packet.Messages {
+			if v, ok := m.(*wire.Vote); ok && !v.Pre && v.Granted {
+				if d.From == lone.Index {
+					return true // lone's vote never counts
+				}
+				if d.From == backup.Index {
+					backupVoted = true
+					return false
+				}
+			}
+		}
+		// The backup and lone talk only once the backup has voted, and
+		// then only to each other.
+		if inPair(d.From) && inPair(d.To) {
+			return !backupVoted
+		}
+		return backupVoted && inPair(d.From) != inPair(d.To)
+	}
+	acquire(t, s, grantee, "r")
+	waitUntil(t, s, 20, "the grant went out", func() bool { return grantOut })
+	s.Crash(srv.Index)
+	s.RunTicks(1)
+	if backupIsGrantee {
+		acquire(t, s, lone, "other") // lone's requests show the backup its header
+	}
+	if !slices.ContainsFunc(lone.Node.Resources(), func(x arbiter.ResourceInfo) bool { return x.Name == "r" && x.Holder == grantee.Node.ID() }) {
+		return false
+	}
+	cfg := arbiter.DefaultConfig()
+	limit := int64(cfg.Params.TakeoverTicks) + 4*int64(cfg.ClaimTicks) + int64(cfg.RetryTicks)
+	if !s.RunUntil(s.Now+limit*simtest.SubTicks, cand.Node.IsServer) {
+		return false
+	}
+	acquire(t, s, rival, "r")
+	s.RunUntil(s.Now+60*simtest.SubTicks, func() bool { return granted(rival, "r") && granted(grantee, "r") })
+	if granted(grantee, "r") {
+		t.Errorf("seed %d: the old epoch's grant to h%d took effect after the backup voted (the rival granted: %v)", seed, grantee.Index, granted(rival, "r"))
+	}
+	checkClean(t, s)
+	return granted(rival, "r")
+}
+
+// Two of five members die, and a newcomer asks to join at once, then dies as
+// soon as the server admits it. Admitted while the two dead were still in
+// the view, it would leave three live members of six: no majority, and no
+// way to remove anyone, for good. The server admits it only once the
+// members that answer would be a majority of the grown view, so the group
+// goes on granting.
+func TestDeadNewcomerDoesNotStopAGroupWithDeadMembers(t *testing.T) {
+	s := newGroup(t, 5, 71, nil)
+	_, _, others := roles(t, s)
+	dead, newcomer, asker := others[0], others[1], others[2]
+	s.Crash(dead.Index)
+	s.Crash(newcomer.Index)
+	admitted := false
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		if !admitted && d.Has(wire.KindOkToJoin) {
+			admitted = true
+			// The view counts the newcomer already; it is about to die.
+			live, view := 0, server(s).Node.Members()
+			for _, m := range view {
+				if h := hostOf(s, m.ID); h != nil && h.Alive && h != newcomer {
+					live++
+				}
+			}
+			if 2*live <= len(view) {
+				t.Errorf("a newcomer was admitted with %d other live members in a view of %d", live, len(view))
+			}
+		}
+		return false
+	}
+	s.Start(newcomer.Index, false)
+	cfg := arbiter.DefaultConfig()
+	bound := int(cfg.Params.LeaseTicks+cfg.Params.LeaseMarginTicks) + 4*cfg.TurnTicks
+	waitUntil(t, s, bound, "the newcomer admitted", func() bool { return admitted })
+	s.Crash(newcomer.Index)
+	acquire(t, s, asker, "r")
+	waitUntil(t, s, bound, "a grant after the newcomer died", func() bool { return holds(asker, "r") })
+	checkClean(t, s)
+}

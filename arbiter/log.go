@@ -185,7 +185,7 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 			n.diverged(fmt.Sprintf("a release of %q by node %d, which does not hold it under token %d", d.Resource, d.Node, d.Token))
 			return false
 		}
-		wasHead := d.Withdrawn && st.headIs(d.Resource, d.Node)
+		wasHead := d.Withdrawn && st.headIs(d.Resource, d.Node, d.Req)
 		h, passed := st.release(d)
 		if d.Node == n.id {
 			n.ownReleased(d)
@@ -325,9 +325,7 @@ func (n *Node) applyTakeover(d *wire.Takeover, t, next uint64) bool {
 			p.grantNeeds = d.Backup
 		}
 	}
-	if n.srv != nil {
-		n.srv = nil // a new tenure begins at Next: this node's own, or none
-	}
+	n.endTenure() // a new tenure begins at Next: this node's own, or none
 	n.claim = nil
 	n.viewAckDue = true
 	// Every grant the new epoch carries over is held by its backup from
@@ -351,7 +349,7 @@ func (n *Node) dropMember(id wire.NodeID, t uint64, kind EventKind, reason strin
 	var heads []string // queues it headed without holding: the next moves up
 	if n.st.backup == n.id {
 		for name := range n.st.resources {
-			if n.st.headIs(name, id) {
+			if n.st.headIs(name, id, 0) {
 				heads = append(heads, name)
 			}
 		}
@@ -809,7 +807,7 @@ func (n *Node) settle() {
 			continue
 		}
 		if srv != n.id && n.srv != nil {
-			n.srv = nil
+			n.endTenure()
 			continue
 		}
 		if n.srv != nil && n.maybeEndTurn() {

@@ -91,6 +91,7 @@ type Node struct {
 	// claim goes above it.
 	maxEpoch     uint64
 	failedClaims uint64 // claims given up in a row: see jitter
+	attempts     uint64 // claims this node has started: see wire.Claim.Attempt
 	// resumeAt is when a server that stepped down for want of a majority
 	// may take up its turn again.
 	resumeAt uint64
@@ -120,12 +121,11 @@ type Node struct {
 
 	// acks (see confirm.go): the highest log position each member has shown
 	// in this epoch, and whether this node owes an Ack.
-	acks          map[wire.NodeID]uint64
-	ackTo         []wire.NodeID // the backup applied hand-overs: Ack these grantees and new heads
-	ackAll        bool          // the backup of a new epoch: Ack everyone
-	viewAckDue    bool          // a change of the view or epoch was applied: tell the server
-	ackRequestAt  uint64
-	ackRequestFor uint64
+	acks         map[wire.NodeID]uint64
+	ackTo        []wire.NodeID // the backup applied hand-overs: Ack these grantees and new heads
+	ackAll       bool          // the backup of a new epoch: Ack everyone
+	viewAckDue   bool          // a change of the view or epoch was applied: tell the server
+	ackRequestAt uint64
 
 	join *joining
 
@@ -323,7 +323,7 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	case *wire.Ack:
 		// Its header was noted above: that is its whole content.
 	case *wire.AckRequest:
-		n.onAckRequest(src, m)
+		n.onAckRequest(src, from, m)
 	default:
 		return fmt.Errorf("arbiter: unexpected message %T", m)
 	}

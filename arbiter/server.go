@@ -267,6 +267,23 @@ func (n *Node) remember(in inbound) {
 
 const maxRecent = 128
 
+// endTenure stops this node serving. Requests it held back for when it could
+// decide go back to those it overheard: if it serves again soon (a takeover
+// by this node), they are served then, not left to their senders' retry.
+func (n *Node) endTenure() {
+	s := n.srv
+	if s == nil {
+		return
+	}
+	n.srv = nil
+	if len(s.replay) > 0 {
+		n.recent = append(s.replay, n.recent...)
+		if len(n.recent) > maxRecent {
+			n.recent = n.recent[len(n.recent)-maxRecent:]
+		}
+	}
+}
+
 // turnAge is how long the turn has run, not counting a freeze.
 func (n *Node) turnAge() uint64 {
 	from := max(n.srv.start, n.frozenUntil)
@@ -432,7 +449,7 @@ func (n *Node) endTurn() {
 	}
 	s.lazy = append(s.lazy, sync)
 	n.flush()
-	n.srv = nil
+	n.endTenure()
 	// As if the next server had pinged: give it the takeover timeout to
 	// show it took over before this node would ask to.
 	n.heardAt, n.pinger = n.now, next
@@ -622,7 +639,7 @@ func (n *Node) serveJoin(in inbound, m *wire.JoinRequest) {
 		n.decide(&wire.GroupFull{T: st.t, Next: st.t + 1, Epoch: st.epoch, Inc: m.Inc, Max: st.params.MaxMembers}, true)
 		return
 	}
-	if !n.viewCommitted() {
+	if !n.viewCommitted() || !n.liveMajorityWith(1, in.at) {
 		n.deferJoin(in, m)
 		return
 	}
@@ -634,6 +651,34 @@ func (n *Node) serveJoin(in inbound, m *wire.JoinRequest) {
 	}
 	n.decide(&wire.OkToJoin{T: st.t, Next: next, Epoch: st.epoch, Inc: m.Inc, ID: id, Addr: m.Addr, Members: uint32(len(view))}, true)
 	n.sendSnapshot(in.src)
+}
+
+// liveMajorityWith reports whether the members that answered a ping sent
+// to all since tick since, this server included, would be a majority of the
+// view grown by k newcomers. A newcomer that dies at once (or a stale join
+// request of an incarnation the group removed, delayed in the network)
+// would otherwise turn a bare majority into none, and the group, unable to
+// remove anyone without a majority, would stop for good. Counting only
+// answers to pings sent after the join request arrived costs a join a
+// heartbeat, and counts no member that died before it. A group of one has
+// no other way to grow.
+func (n *Node) liveMajorityWith(k int, since uint64) bool {
+	if len(n.st.members) == 1 {
+		return true
+	}
+	live := 1
+	for _, m := range n.st.members {
+		if m.id == n.id {
+			continue
+		}
+		for _, p := range n.srv.probes {
+			if p.all && p.sentAt >= since && p.from[m.id] {
+				live++
+				break
+			}
+		}
+	}
+	return 2*live > len(n.st.members)+k
 }
 
 // deferJoin keeps a join request until the view may change again, so that

@@ -200,10 +200,11 @@ func (s *state) removeMember(id wire.NodeID, t uint64) (hand []handover, lost []
 }
 
 // headIs reports whether node waits first in the queue of a resource held
-// by another: a head whose leaving moves the next waiter up.
-func (s *state) headIs(resource string, node wire.NodeID) bool {
+// by another, by request req (any request, if req is 0): a head whose
+// leaving moves the next waiter up.
+func (s *state) headIs(resource string, node wire.NodeID, req uint64) bool {
 	r := s.resources[resource]
-	return r != nil && r.holder != node && len(r.queue) > 1 && r.queue[0].Node == node
+	return r != nil && r.holder != node && len(r.queue) > 1 && r.queue[0].Node == node && (req == 0 || r.queue[0].Req == req)
 }
 
 // resourceNames returns the resource names in sorted order: the only order

@@ -307,10 +307,14 @@ type Takeover struct {
 // member cut off from the group cannot raise the epoch and disrupt it when
 // it comes back (the pre-vote of Ongaro's Raft thesis, 2014, section 9.6).
 // The candidate's log position is in the datagram header (LogEpoch, T).
+// Attempt numbers the candidate's claims: a pre-claim promises nothing, so a
+// failed one leaves the epoch free and the next asks for the same one, and
+// votes echo the attempt so that a late vote answers only its own.
 type Claim struct {
 	_struct struct{} `codec:",toarray"`
 	Epoch   uint64
 	Pre     bool
+	Attempt uint64
 }
 
 // Vote answers a Claim. Granted votes carry what the candidate needs to take
@@ -324,13 +328,14 @@ type Vote struct {
 	Granted bool
 	Prior   uint64
 	SeenT   uint64
+	Attempt uint64 // the Claim's
 }
 
 // Ack says that the sender has applied every decision below the T in its
-// header, in the epoch in its header's LogEpoch. The backup multicasts it
-// after applying a decision that hands a resource to someone, which may
-// enter only once the backup holds the decision; members send it to the
-// server after a change of the view or the epoch.
+// header, in the epoch in its header's LogEpoch. The backup sends it to the
+// member that waits on a decision it applied (a grantee may enter only once
+// the backup holds its grant), and multicasts it on becoming the backup;
+// members send it to the server after a change of the view or the epoch.
 type Ack struct {
 	_struct struct{} `codec:",toarray"`
 }

@@ -334,6 +334,10 @@ var regressionSeeds = []int64{
 	43985, // the same, two holders of one token
 	5117,  // a node whose view fell behind could not catch up from members it did not know
 	22397, // the same
+	54611, // late pre-votes of an earlier attempt won a pre-claim for a removed node, deaf from then on
+	19057, // a removed incarnation's late join request was admitted: a dead newcomer left no majority
+	68064, // the same
+	72842, // the same
 }
 
 // TestRegressionSeeds replays every seed that ever failed outside the
