@@ -15,12 +15,16 @@ import (
 // and a suspend shows in between: the wall clock runs on through it while
 // the monotonic clock stops, so a wall clock that moved away from the
 // monotonic one since the last reading (a suspend, or a clock step) forces a
-// fresh reading. Extrapolation never runs ahead of the true clock, and the
-// read-back keeps it from falling behind by more than a suspend it cannot
-// miss.
+// fresh reading. A reading is kept for extrapolation only if the system call
+// took under maxGap: the goroutine may have been descheduled in between, and
+// the extrapolation would then fall behind by as long. It never runs ahead
+// of the kernel clock (the monotonic reading is taken after the system
+// call), and falls behind it by less than maxGap, plus a suspend shorter
+// than maxSkew.
 const (
 	refreshEvery = 10 * time.Millisecond
 	maxSkew      = time.Millisecond
+	maxGap       = 20 * time.Microsecond
 )
 
 type reading struct {
@@ -46,7 +50,9 @@ func now() time.Duration {
 		return time.Since(processStart)
 	}
 	boot := time.Duration(ts.Nano())
-	last.Store(&reading{at: time.Now(), boot: boot})
+	if at := time.Now(); at.Sub(t) < maxGap {
+		last.Store(&reading{at: at, boot: boot})
+	}
 	return boot
 }
 

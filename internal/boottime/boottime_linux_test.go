@@ -1,6 +1,7 @@
 package boottime
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -39,4 +40,45 @@ func BenchmarkNow(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		_ = Now()
 	}
+}
+
+// Read from many goroutines at once on a loaded machine (a goroutine may be
+// descheduled in the middle of a reading), Now still never runs ahead of the
+// kernel clock, and lags a kernel reading taken just before it by less than
+// the gap a kept reading may have, plus scheduling noise.
+func TestConcurrentReadersNeverRunAhead(t *testing.T) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var worst time.Duration
+	ahead := 0
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 5000; i++ {
+				before := kernelNow(t)
+				got := Now()
+				after := kernelNow(t)
+				mu.Lock()
+				if got > after {
+					ahead++
+				}
+				worst = max(worst, before-got)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if ahead > 0 {
+		t.Fatalf("Now ran ahead of CLOCK_BOOTTIME %d times", ahead)
+	}
+	t.Logf("worst lag behind a kernel reading taken before Now: %v", worst)
+}
+
+func kernelNow(t *testing.T) time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		t.Skip("no CLOCK_BOOTTIME:", err)
+	}
+	return time.Duration(ts.Nano())
 }
