@@ -171,6 +171,11 @@ func (n *Node) tickTakeover() {
 // startClaim asks the members whether they would vote for this node (the
 // pre-vote); the real claim follows once a majority would.
 func (n *Node) startClaim(reason string) {
+	if n.attempts == 0 {
+		// Start from the incarnation, not from 1: a vote for this node's
+		// predecessor at the same address must not count for it.
+		n.attempts = n.cfg.Inc
+	}
 	n.attempts++
 	c := &claiming{epoch: max(n.promised, n.maxEpoch) + 1, attempt: n.attempts, pre: true, started: n.now, prior: n.promised, reason: reason}
 	c.votes = map[wire.NodeID]vote{n.id: n.ownVote()}

@@ -692,3 +692,116 @@ func TestDeadNewcomerDoesNotStopAGroupWithDeadMembers(t *testing.T) {
 	waitUntil(t, s, bound, "a grant after the newcomer died", func() bool { return holds(asker, "r") })
 	checkClean(t, s)
 }
+
+// A member that restarts rejoins while every member keeps the group busy:
+// turns then end by their count of decisions, often before a ping sent
+// after the join request is answered, and the server must still count the
+// members it hears as live (a join needs a live majority of the grown view).
+// With three members, a bare majority short of one, joins once starved
+// until the load stopped.
+func TestRejoinUnderHeavyLoad(t *testing.T) {
+	for _, n := range []int{3, 4, 5} {
+		for seed := int64(1); seed <= 2; seed++ {
+			s := newGroup(t, n+1, seed, nil)
+			_, _, others := roles(t, s)
+			late := others[0]
+			s.Crash(late.Index)
+			cfg := arbiter.DefaultConfig()
+			lease := int(cfg.Params.LeaseTicks + cfg.Params.LeaseMarginTicks)
+			waitUntil(t, s, lease+8*cfg.TurnTicks, "the crashed member removed", func() bool {
+				srv := server(s)
+				return srv != nil && len(srv.Node.Members()) == n
+			})
+			for i := 0; i < 50; i++ {
+				busy(t, s, 64)
+				s.RunTicks(1)
+			}
+			s.Start(late.Index, false)
+			start := s.Tick()
+			const bound = 300
+			for !late.Node.Joined() {
+				if s.Tick()-start > bound {
+					t.Fatalf("n=%d seed %d: the restarted member not admitted within %d ticks of heavy load", n, seed, bound)
+				}
+				busy(t, s, 64)
+				s.RunTicks(1)
+			}
+			checkClean(t, s)
+		}
+	}
+}
+
+// busy has every member hold each of k resources as often as it can: it
+// releases the tick after its grant and asks again at once.
+func busy(t *testing.T, s *simtest.Sim, k int) {
+	for _, h := range s.Hosts {
+		if !h.Alive || h.Paused || !h.Node.Joined() {
+			continue
+		}
+		waiting := h.Node.Waiting()
+		for i := 0; i < k; i++ {
+			r := fmt.Sprintf("busy%d", i)
+			switch {
+			case holds(h, r):
+				s.Check.Released(h, r)
+				if err := h.Node.Release(r); err != nil {
+					t.Fatal(err)
+				}
+			case !slices.Contains(waiting, r):
+				if req, err := h.Node.Acquire(r); err == nil {
+					s.Check.Acquired(h, req)
+				}
+			}
+		}
+		s.Flush(h)
+	}
+}
+
+// A vote names the claim it answers by epoch and attempt, and goes to an
+// address: a late vote for a node's predecessor at the same address must
+// not match the restarted node's claims, or a pre-vote meant for the
+// predecessor could let a member that hears no server, while the others
+// do, raise the epoch and disrupt the group. So the claims of two
+// incarnations never share an attempt number.
+func TestRestartedNodeClaimsUnderOtherAttempts(t *testing.T) {
+	s := newGroup(t, 3, 5, nil)
+	_, _, others := roles(t, s)
+	cand := others[0]
+	attempts := map[uint64]map[uint64]bool{} // incarnation → attempts
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		for _, m := range d.Packet.Messages {
+			if c, ok := m.(*wire.Claim); ok && d.From == cand.Index {
+				inc := cand.Node.Inc()
+				if attempts[inc] == nil {
+					attempts[inc] = map[uint64]bool{}
+				}
+				attempts[inc][c.Attempt] = true
+			}
+		}
+		return false
+	}
+	claim := func() {
+		// cand alone hears no server: it claims, and is refused.
+		for _, o := range s.Hosts {
+			if o != cand {
+				s.Cut(o.Index, cand.Index)
+			}
+		}
+		cfg := arbiter.DefaultConfig()
+		waitUntil(t, s, 300, "the candidate claims", func() bool { return len(attempts[cand.Node.Inc()]) > 0 })
+		s.RunTicks(2 * cfg.ClaimTicks)
+		s.Heal()
+	}
+	claim()
+	first := cand.Node.Inc()
+	s.Crash(cand.Index)
+	s.Start(cand.Index, false)
+	waitUntil(t, s, 600, "the restarted node joined", cand.Node.Joined)
+	claim()
+	for a := range attempts[cand.Node.Inc()] {
+		if attempts[first][a] {
+			t.Fatalf("both incarnations claimed under attempt %d", a)
+		}
+	}
+	checkClean(t, s)
+}

@@ -282,6 +282,7 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	}
 	if n.srv != nil && from != nil {
 		n.srv.heard[h.From] = true
+		n.srv.heardAt[h.From] = n.now
 	}
 	if from != nil {
 		n.leaveQuiet = 0 // the group is there to record a leave

@@ -21,6 +21,7 @@ type tenure struct {
 	// turn while the pings wait unread in its socket, and the answers it
 	// sends once it resumes may come after the SYNC.
 	heard, replied map[wire.NodeID]bool
+	heardAt        map[wire.NodeID]uint64 // tick of the last datagram from each member this tenure
 	// answered are the members that replied to this turn's pings with a log
 	// of the server's epoch: they have the state and can back a server up.
 	answered map[wire.NodeID]bool
@@ -89,7 +90,7 @@ type handoff struct {
 // a majority has answered.
 func (n *Node) becomeServer() {
 	n.srv = &tenure{turn: n.st.t, start: n.now, counted: n.now, heard: map[wire.NodeID]bool{n.id: true}, replied: map[wire.NodeID]bool{n.id: true},
-		answered: map[wire.NodeID]bool{n.id: true}, probes: map[uint64]*probe{}, lastCast: n.now, retryAt: n.now}
+		answered: map[wire.NodeID]bool{n.id: true}, heardAt: map[wire.NodeID]uint64{}, probes: map[uint64]*probe{}, lastCast: n.now, retryAt: n.now}
 	n.log.published = n.st.t
 	if n.pendingAuth > n.now {
 		// A takeover's votes are promises like ping answers.
@@ -267,8 +268,8 @@ func (n *Node) remember(in inbound) {
 
 const maxRecent = 128
 
-// endTenure stops this node serving. Requests it held back for when it could
-// decide go back to those it overheard: if it serves again soon (a takeover
+// endTenure stops this node serving. Requests and join requests it held back
+// for when it could decide go back to those it overheard: if it serves again soon (a takeover
 // by this node), they are served then, not left to their senders' retry.
 func (n *Node) endTenure() {
 	s := n.srv
@@ -276,8 +277,8 @@ func (n *Node) endTenure() {
 		return
 	}
 	n.srv = nil
-	if len(s.replay) > 0 {
-		n.recent = append(s.replay, n.recent...)
+	if held := append(s.deferred, s.replay...); len(held) > 0 {
+		n.recent = append(held, n.recent...)
 		if len(n.recent) > maxRecent {
 			n.recent = n.recent[len(n.recent)-maxRecent:]
 		}
@@ -653,15 +654,15 @@ func (n *Node) serveJoin(in inbound, m *wire.JoinRequest) {
 	n.sendSnapshot(in.src)
 }
 
-// liveMajorityWith reports whether the members that answered a ping sent
-// to all since tick since, this server included, would be a majority of the
-// view grown by k newcomers. A newcomer that dies at once (or a stale join
+// liveMajorityWith reports whether the members heard since tick since (any
+// datagram, or an answer to a ping sent to all since then), this server
+// included, would be a majority of the view grown by k newcomers. A newcomer that dies at once (or a stale join
 // request of an incarnation the group removed, delayed in the network)
 // would otherwise turn a bare majority into none, and the group, unable to
-// remove anyone without a majority, would stop for good. Counting only
-// answers to pings sent after the join request arrived costs a join a
-// heartbeat, and counts no member that died before it. A group of one has
-// no other way to grow.
+// remove anyone without a majority, would stop for good. Counting only what
+// was heard after the join request arrived counts no member that died
+// before it; at heavy load every member is heard at once, and an idle one
+// by the next ping. A group of one has no other way to grow.
 func (n *Node) liveMajorityWith(k int, since uint64) bool {
 	if len(n.st.members) == 1 {
 		return true
@@ -669,6 +670,10 @@ func (n *Node) liveMajorityWith(k int, since uint64) bool {
 	live := 1
 	for _, m := range n.st.members {
 		if m.id == n.id {
+			continue
+		}
+		if at, ok := n.srv.heardAt[m.id]; ok && at >= since {
+			live++
 			continue
 		}
 		for _, p := range n.srv.probes {

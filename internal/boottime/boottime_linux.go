@@ -19,8 +19,8 @@ import (
 // took under maxGap: the goroutine may have been descheduled in between, and
 // the extrapolation would then fall behind by as long. It never runs ahead
 // of the kernel clock (the monotonic reading is taken after the system
-// call), and falls behind it by less than maxGap, plus a suspend shorter
-// than maxSkew.
+// call), and falls behind it by less than maxGap plus maxSkew (a suspend too
+// short to notice).
 const (
 	refreshEvery = 10 * time.Millisecond
 	maxSkew      = time.Millisecond
@@ -50,7 +50,9 @@ func now() time.Duration {
 		return time.Since(processStart)
 	}
 	boot := time.Duration(ts.Nano())
-	if at := time.Now(); at.Sub(t) < maxGap {
+	// The wall clock's gap, too: a suspend during the call leaves the
+	// monotonic gap tiny.
+	if at := time.Now(); at.Sub(t) < maxGap && at.UnixNano()-t.UnixNano() < int64(maxGap) {
 		last.Store(&reading{at: at, boot: boot})
 	}
 	return boot

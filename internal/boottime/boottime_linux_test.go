@@ -72,6 +72,12 @@ func TestConcurrentReadersNeverRunAhead(t *testing.T) {
 	if ahead > 0 {
 		t.Fatalf("Now ran ahead of CLOCK_BOOTTIME %d times", ahead)
 	}
+	// A reading kept for extrapolation lags by less than maxGap, and a
+	// suspend of more than maxSkew forces a fresh one; being descheduled
+	// between the kernel reading and Now only makes Now larger.
+	if worst >= maxGap+maxSkew {
+		t.Fatalf("Now lagged a kernel reading taken before it by %v", worst)
+	}
 	t.Logf("worst lag behind a kernel reading taken before Now: %v", worst)
 }
 
