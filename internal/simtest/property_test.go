@@ -338,6 +338,9 @@ var regressionSeeds = []int64{
 	19057, // a removed incarnation's late join request was admitted: a dead newcomer left no majority
 	68064, // the same
 	72842, // the same
+	30041, // fault model: a host paused past its removal counted as running, and two crashes left no majority
+	59151, // the same
+	74088, // the same
 }
 
 // TestRegressionSeeds replays every seed that ever failed outside the

@@ -196,6 +196,7 @@ type Faults struct {
 	MaxDown                                        int // at most this many hosts crashed or paused at once
 	restartAt                                      map[int]int64
 	resumeAt                                       map[int]int64
+	pausedFor                                      map[int]int64 // ticks the current pause of a host lasts
 	healAt                                         int64
 	// Counts of what was injected, for the report.
 	Crashes, Leaves, Pauses, Partitions int
@@ -205,7 +206,7 @@ type Faults struct {
 // set.
 func NewFaults(s *Sim) *Faults {
 	return &Faults{s: s, RestartMin: 20, RestartMax: 200, PauseMin: 10, PauseMax: 400, PartitionMin: 50, PartitionMax: 600,
-		MaxDown: 1 << 30, restartAt: map[int]int64{}, resumeAt: map[int]int64{}}
+		MaxDown: 1 << 30, restartAt: map[int]int64{}, resumeAt: map[int]int64{}, pausedFor: map[int]int64{}}
 }
 
 // Step injects this tick's faults, and restarts, resumes and heals what is
@@ -274,7 +275,8 @@ func (f *Faults) Step() {
 	case pause:
 		f.Pauses++
 		s.Pause(h.Index, pick%2 == 0)
-		f.resumeAt[h.Index] = now + int64(f.PauseMin+s.Rand.Intn(f.PauseMax-f.PauseMin+1))
+		f.pausedFor[h.Index] = int64(f.PauseMin + s.Rand.Intn(f.PauseMax-f.PauseMin+1))
+		f.resumeAt[h.Index] = now + f.pausedFor[h.Index]
 	case leave && h.Node.Joined() && f.mayCrash(h):
 		// A leave that no majority records ends in the node giving up, as
 		// good as a crash; the same guard applies.
@@ -293,7 +295,8 @@ func (f *Faults) Step() {
 // good until the group removes them, one per turn after a lease: a group
 // that lost a majority at once can never decide again (nor admit anyone), as
 // no majority-based protocol can without members that remember. Paused
-// hosts come back; they count as running.
+// hosts come back; they count as running, unless the pause is long enough
+// for the group to remove them (they then come back as new members).
 func (f *Faults) mayCrash(h *Host) bool {
 	s := f.s
 	lease := s.Config(0, false).Params.LeaseTicks
@@ -305,7 +308,7 @@ func (f *Faults) mayCrash(h *Host) bool {
 		}
 		for _, x := range s.Hosts {
 			if x != h && x.Alive && x.Node.HasState() && !x.Node.Stopped() && !x.Node.Leaving() && x.Node.ID() == m.ID && x.Node.Inc() == m.Inc && !s.cutOff(x.Index) {
-				return true
+				return !x.Paused || f.pausedFor[x.Index] < int64(lease/2)
 			}
 		}
 		return false
