@@ -115,7 +115,10 @@
 // time, and only once a majority of the view has applied the previous one
 // and the epoch's Takeover, so that the views any two majorities are counted
 // in differ by one member at most and the majorities intersect (Ongaro's
-// Raft thesis, 2014, section 4.1).
+// Raft thesis, 2014, section 4.1). A newcomer is admitted only if the
+// members the server heard since its request would be a majority of the
+// grown view: a newcomer that dies at once must not leave a group with dead
+// members, not yet removed, without a majority (it could then remove no one).
 //
 // Tokens. A fencing token is the T of the grant. A takeover moves T above
 // the highest timestamp its voters saw by TakeoverGap, more than the old
