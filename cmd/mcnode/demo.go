@@ -84,6 +84,14 @@ func demoAction(c *cli.Context) error {
 	if log.GetLevel() < zerolog.WarnLevel && c.String("log-level") == "info" {
 		log = log.Level(zerolog.WarnLevel) // the live view is the demo's output
 	}
+	// Once the run is over, the nodes leave one by one, and each leave of
+	// a backup makes a takeover: expected, and no news after the summary.
+	var over atomic.Bool
+	log = log.Hook(zerolog.HookFunc(func(e *zerolog.Event, level zerolog.Level, _ string) {
+		if over.Load() && level < zerolog.ErrorLevel {
+			e.Discard()
+		}
+	}))
 	cfg := group.DefaultLocalConfig()
 	cfg.Name = "mcnode-demo"
 	if c.Bool("host-network") {
@@ -93,7 +101,7 @@ func demoAction(c *cli.Context) error {
 		}
 	}
 	cfg.Logger = log
-	d := &demo{nodes: nodes, resources: resources, duration: c.Duration("duration"), hold: c.Duration("hold"), cfg: cfg, out: os.Stdout}
+	d := &demo{over: &over, nodes: nodes, resources: resources, duration: c.Duration("duration"), hold: c.Duration("hold"), cfg: cfg, out: os.Stdout}
 	d.mode = m
 	d.qcfg = node.Config{Group: cfg.Name, Protocol: c.String("algo"), Coterie: c.String("coterie"), Peers: make([]string, nodes), Logger: log}
 	if err := d.qcfg.Setup().Validate(); d.mode == modeQuorum && err != nil {
@@ -139,6 +147,7 @@ func runInNamespace(marker string) error {
 }
 
 type demo struct {
+	over             *atomic.Bool // the run is over: the nodes' logs are quiet
 	nodes, resources int
 	duration, hold   time.Duration
 	cfg              group.Config
@@ -194,6 +203,7 @@ func (d *demo) run() error {
 		}()
 	}
 	d.watch(gs, stop, &wg)
+	d.over.Store(true)
 	return d.summary(gs)
 }
 
