@@ -67,25 +67,27 @@ func (n *Node) backedUp(p *pending) bool {
 // for the same reason as in noteAck, this node may be the backup (which needs
 // nobody's ack) applying the old epoch's decisions after its vote.
 func (n *Node) confirmGrants() {
-	if n.st == nil || n.stat == statusDone || n.promised != n.st.epoch {
+	if n.st == nil || n.stat == statusDone || n.promised != n.st.epoch || !n.grantsWaiting {
 		return
 	}
 	// This runs at every step: find what is ready in map order, and sort
 	// only that (usually nothing), for the events' order.
 	var ready []string
-	waiting := false
+	waiting := 0
 	for name, p := range n.reqs {
 		if p.granted != 0 {
-			waiting = true
+			waiting++
 			if n.backedUp(p) {
 				ready = append(ready, name)
 			}
 		}
 	}
-	if waiting && n.leaseExpired() {
+	n.grantsWaiting = waiting > len(ready)
+	if waiting > 0 && n.leaseExpired() {
 		// The group might already count this node as dead: holding now
 		// could overlap with whoever it reclaims the resource for.
 		n.dropPendingGrants()
+		n.grantsWaiting = false
 		return
 	}
 	slices.Sort(ready)

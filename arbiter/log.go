@@ -208,7 +208,15 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 	if n.stat == statusDone {
 		return true
 	}
-	n.noteHeads(t)
+	switch d := d.(type) {
+	case *wire.Grant:
+		n.noteHead(d.Resource, t) // only its resource's queue changed
+	case *wire.Released:
+		n.noteHead(d.Resource, t)
+	case *wire.OkToJoin, *wire.GroupFull:
+	default:
+		n.noteHeads(t) // a removal or a new epoch may move any queue
+	}
 	st.t = next
 	n.keep(t, d)
 	if s, ok := d.(*wire.Sync); ok {
@@ -418,21 +426,27 @@ func (n *Node) granted(resource string, req, token, need uint64) {
 		return
 	}
 	p.granted, p.grantedAt, p.grantNeeds, p.need = token, n.now, n.st.backup, need
+	n.grantsWaiting = true
 	n.confirmGrants() // under a lease that lapsed, it is given back at once
 }
 
 // noteHeads records, for each request of this node that a holder's queue
 // now has at its head, the decision at which it got there.
 func (n *Node) noteHeads(t uint64) {
-	// Each request is looked at alone, so map order does not matter here:
-	// this runs at every decision applied.
-	for name, p := range n.reqs {
-		if p.headAt != 0 || p.granted != 0 {
-			continue
-		}
-		if r := n.st.resources[name]; r != nil && r.holder != 0 && len(r.queue) > 0 && r.queue[0].Node == n.id && r.queue[0].Req == p.req {
-			p.headAt = t
-		}
+	// Each request is looked at alone, so map order does not matter here.
+	for name := range n.reqs {
+		n.noteHead(name, t)
+	}
+}
+
+// noteHead is noteHeads for one resource.
+func (n *Node) noteHead(name string, t uint64) {
+	p := n.reqs[name]
+	if p == nil || p.headAt != 0 || p.granted != 0 {
+		return
+	}
+	if r := n.st.resources[name]; r != nil && r.holder != 0 && len(r.queue) > 0 && r.queue[0].Node == n.id && r.queue[0].Req == p.req {
+		p.headAt = t
 	}
 }
 

@@ -92,6 +92,9 @@ type Node struct {
 	maxEpoch     uint64
 	failedClaims uint64 // claims given up in a row: see jitter
 	attempts     uint64 // claims this node has started: see wire.Claim.Attempt
+	// grantsWaiting is false when no request has a grant waiting to take
+	// effect, which spares confirmGrants its scan at every step.
+	grantsWaiting bool
 	// resumeAt is when a server that stepped down for want of a majority
 	// may take up its turn again.
 	resumeAt uint64
