@@ -341,7 +341,9 @@ func TestE2EStoppedHolderDaemon(t *testing.T) {
 			t.Fatalf("the stopped holder's mcnode lock exited %v, want %d: %s", err, exitLost, hold.out)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("the stopped holder's mcnode lock did not stop its command: %s", hold.out)
+		_ = hold.cmd.Process.Kill() // its output is read once it has exited
+		<-hold.done
+		t.Fatalf("the stopped holder's mcnode lock did not exit: %s", hold.out)
 	}
 	ss := l.sections(t) // fails on an overlap
 	if len(ss) != 2 || ss[0].host != holder || ss[0].ended || ss[1].host != waiter {

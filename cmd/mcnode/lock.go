@@ -266,7 +266,15 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 		expires: func() time.Duration { return time.Duration(expires.Load()) },
 		release: func() {
 			_ = d.send(request{Op: "release"})
-			d.Close()
+			// A read of the connection in the kernel (see runLocked)
+			// would hold Close until the daemon writes, and a stopped
+			// daemon never does: exiting closes the connection anyway.
+			closed := make(chan struct{})
+			go func() { d.Close(); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(time.Second):
+			}
 		},
 	}, nil
 }
@@ -298,6 +306,12 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	}
 	err := cmd.Start()
 	if h.conn != nil {
+		// Start put the connection's file description in blocking mode
+		// (os.File.Fd does), and the descriptor this process reads the
+		// daemon's renewals from shares it: set it back, or that read
+		// would block in the kernel, where closing the connection cannot
+		// wake it.
+		_ = syscall.SetNonblock(int(h.conn.Fd()), true)
 		h.conn.Close()
 	}
 	if err != nil {
