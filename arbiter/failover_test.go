@@ -385,13 +385,8 @@ func TestVoteForAnotherEndsOwnClaim(t *testing.T) {
 // majority's authority on the same member's answers.
 func TestLatePingOfTheOldServerPromisesNothing(t *testing.T) {
 	s := newGroup(t, 3, 89, nil)
-	S, B := successor(t, s)
-	var X *simtest.Host
-	for _, h := range s.Hosts {
-		if h != S && h != B {
-			X = h
-		}
-	}
+	S, B, others := roles(t, s)
+	X := others[0]
 	var late *simtest.Datagram
 	serving, cutBX := false, false
 	s.Opt.Drop = func(d *simtest.Datagram) bool {

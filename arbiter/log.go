@@ -160,7 +160,7 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 		n.viewAckDue = true
 		n.emit(Event{Kind: EventMemberJoined, Node: d.ID, T: t})
 		if n.srv != nil {
-			n.srv.heard[d.ID] = true // its join request reached us this turn
+			n.srv.heard[d.ID] = n.now // its join request reached us this turn
 		}
 		// Paper section 3.2: every member introduces itself to the newcomer.
 		n.out = append(n.out, Outbound{To: d.ID, Addr: d.Addr, Msg: &wire.Greeting{Newcomer: d.ID, Addr: n.cfg.Addr}})

@@ -279,16 +279,11 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	n.observe(src, h)
 	if from != nil {
 		n.noteAck(h)
-		if h.Epoch > n.maxEpoch {
-			n.maxEpoch = h.Epoch
-		}
-	}
-	if n.srv != nil && from != nil {
-		n.srv.heard[h.From] = true
-		n.srv.heardAt[h.From] = n.now
-	}
-	if from != nil {
+		n.maxEpoch = max(n.maxEpoch, h.Epoch)
 		n.leaveQuiet = 0 // the group is there to record a leave
+		if n.srv != nil {
+			n.srv.heard[h.From] = n.now
+		}
 	}
 	if n.hand != nil && h.From == n.hand.to && h.T >= n.hand.nextT {
 		n.hand = nil // the next server has the SYNC

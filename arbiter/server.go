@@ -14,14 +14,15 @@ type tenure struct {
 	start     uint64 // tick at which it began
 	decisions int
 	// heard are the members heard from during the turn (any datagram, or
-	// admitted in it): not silent, so not to be removed. replied are those
-	// that answered a ping of the turn: the SYNC renews a member's lease
-	// from its first answer, which it knows it sent during the turn. The
-	// two differ: a request a member sent before a pause may arrive in the
-	// turn while the pings wait unread in its socket, and the answers it
-	// sends once it resumes may come after the SYNC.
-	heard, replied map[wire.NodeID]bool
-	heardAt        map[wire.NodeID]uint64 // tick of the last datagram from each member this tenure
+	// admitted in it), with the tick they were last heard: not silent, so
+	// not to be removed. replied are those that answered a ping of the
+	// turn: the SYNC renews a member's lease from its first answer, which
+	// it knows it sent during the turn. The two differ: a request a member
+	// sent before a pause may arrive in the turn while the pings wait
+	// unread in its socket, and the answers it sends once it resumes may
+	// come after the SYNC.
+	heard   map[wire.NodeID]uint64
+	replied map[wire.NodeID]bool
 	// answered are the members that replied to this turn's pings with a log
 	// of the server's epoch: they have the state and can back a server up.
 	answered map[wire.NodeID]bool
@@ -89,8 +90,8 @@ type handoff struct {
 // then serve what was asked of the previous server and not yet decided, once
 // a majority has answered.
 func (n *Node) becomeServer() {
-	n.srv = &tenure{turn: n.st.t, start: n.now, counted: n.now, heard: map[wire.NodeID]bool{n.id: true}, replied: map[wire.NodeID]bool{n.id: true},
-		answered: map[wire.NodeID]bool{n.id: true}, heardAt: map[wire.NodeID]uint64{}, probes: map[uint64]*probe{}, lastCast: n.now, retryAt: n.now}
+	n.srv = &tenure{turn: n.st.t, start: n.now, counted: n.now, heard: map[wire.NodeID]uint64{n.id: n.now}, replied: map[wire.NodeID]bool{n.id: true},
+		answered: map[wire.NodeID]bool{n.id: true}, probes: map[uint64]*probe{}, lastCast: n.now, retryAt: n.now}
 	n.log.published = n.st.t
 	if n.pendingAuth > n.now {
 		// A takeover's votes are promises like ping answers.
@@ -119,8 +120,8 @@ func (n *Node) replayRecent() {
 		if n.now-in.at > uint64(n.cfg.RetryTicks) || n.srv == nil {
 			continue
 		}
-		if n.st.member(in.h.From) != nil {
-			n.srv.heard[in.h.From] = true
+		if _, ok := n.srv.heard[in.h.From]; !ok && n.st.member(in.h.From) != nil {
+			n.srv.heard[in.h.From] = in.at // heard before the turn began
 		}
 		n.serveReplayed(in)
 	}
@@ -197,8 +198,7 @@ func (n *Node) onPingReply(h wire.Header, from *member, m *wire.PingReply) {
 	if s == nil || m.Turn != s.turn {
 		return
 	}
-	s.replied[h.From] = true
-	s.heard[h.From] = true
+	s.replied[h.From] = true // Step noted it as heard
 	if h.LogEpoch == n.st.epoch {
 		s.answered[h.From] = true
 	}
@@ -268,9 +268,10 @@ func (n *Node) remember(in inbound) {
 
 const maxRecent = 128
 
-// endTenure stops this node serving. Requests and join requests it held back
-// for when it could decide go back to those it overheard: if it serves again soon (a takeover
-// by this node), they are served then, not left to their senders' retry.
+// endTenure stops this node serving. Requests and join requests it held
+// back for when it could decide go back to those it overheard: if it serves
+// again soon (a takeover by this node), they are served then, not left to
+// their senders' retry.
 func (n *Node) endTenure() {
 	s := n.srv
 	if s == nil {
@@ -405,7 +406,7 @@ func (n *Node) endTurn() {
 	var unheard []wire.Silence
 	for _, m := range st.members {
 		switch {
-		case !s.heard[m.id]:
+		case !s.heardFrom(m.id):
 			unheard = append(unheard, wire.Silence{ID: m.id, Ticks: m.silence + counted})
 		case !s.replied[m.id] && len(sync.Unanswered) < maxList:
 			sync.Unanswered = append(sync.Unanswered, m.id)
@@ -654,9 +655,15 @@ func (n *Node) serveJoin(in inbound, m *wire.JoinRequest) {
 	n.sendSnapshot(in.src)
 }
 
+// heardFrom reports whether the member was heard during the tenure.
+func (s *tenure) heardFrom(id wire.NodeID) bool {
+	_, ok := s.heard[id]
+	return ok
+}
+
 // liveMajorityWith reports whether the members heard since tick since (any
-// datagram, or an answer to a ping sent to all since then), this server
-// included, would be a majority of the view grown by k newcomers. A newcomer that dies at once (or a stale join
+// datagram, a ping's answer included), this server included, would be a
+// majority of the view grown by k newcomers. A newcomer that dies at once (or a stale join
 // request of an incarnation the group removed, delayed in the network)
 // would otherwise turn a bare majority into none, and the group, unable to
 // remove anyone without a majority, would stop for good. Counting only what
@@ -672,15 +679,8 @@ func (n *Node) liveMajorityWith(k int, since uint64) bool {
 		if m.id == n.id {
 			continue
 		}
-		if at, ok := n.srv.heardAt[m.id]; ok && at >= since {
+		if at, ok := n.srv.heard[m.id]; ok && at >= since {
 			live++
-			continue
-		}
-		for _, p := range n.srv.probes {
-			if p.all && p.sentAt >= since && p.from[m.id] {
-				live++
-				break
-			}
 		}
 	}
 	return 2*live > len(n.st.members)+k

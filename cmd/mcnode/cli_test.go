@@ -32,6 +32,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--interface", "lo", "--ttl", "300"}, "--ttl 300"},
 		{[]string{"run", "--interface", "lo", "--address", "10.0.0.1:1"}, "--address"},
 		{[]string{"run", "--interface", "lo", "--lease", "500ms"}, "--lease 500ms must exceed"},
+		{[]string{"run", "--interface", "lo", "--heartbeat", "0s"}, "--heartbeat 0s must be positive"},
+		{[]string{"run", "--interface", "lo", "--takeover-timeout", "5s"}, "--takeover-timeout 5s must be at most half --lease 1.5s"},
 		{[]string{"lock"}, "usage: mcnode lock NAME"},
 		{[]string{"lock", "x", "--"}, "no COMMAND"},
 		{[]string{"lock", "--no-daemon", "x", "--", "true"}, "no --interface"},

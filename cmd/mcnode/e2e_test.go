@@ -122,6 +122,23 @@ func (c *cluster) background(cmd *exec.Cmd) *background {
 	return b
 }
 
+// wantExit waits up to 10 s for the command to exit with status code; what
+// names it in a failure.
+func (b *background) wantExit(t *testing.T, code int, what string) {
+	t.Helper()
+	select {
+	case err := <-b.done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != code {
+			t.Fatalf("%s exited with %v, want status %d: %s", what, err, code, b.out)
+		}
+	case <-time.After(10 * time.Second):
+		_ = b.cmd.Process.Kill() // its output is read once it has exited
+		<-b.done
+		t.Fatalf("%s did not exit within 10 s: %s", what, b.out)
+	}
+}
+
 // kill stops host i's daemon with SIGKILL.
 func (c *cluster) kill(i int) {
 	c.t.Helper()
@@ -423,15 +440,7 @@ func TestE2EKillHolderDaemon(t *testing.T) {
 	if took > bound {
 		t.Fatalf("reclaim took %v, more than %v", took, bound)
 	}
-	select {
-	case err := <-client.done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitLost {
-			t.Fatalf("the holder's lock client exited with %v, want status %d: %s", err, exitLost, client.out)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the holder's lock client did not notice its daemon died")
-	}
+	client.wantExit(t, exitLost, "the holder's lock client, its daemon dead,")
 	pids := parseUints(t, filepath.Join(c.dir, "grandchild"))
 	if len(pids) != 1 {
 		t.Fatalf("grandchild pid file: %v", pids)

@@ -334,17 +334,7 @@ func TestE2EStoppedHolderDaemon(t *testing.T) {
 		t.Fatalf("the waiter did not get the lock: %v: %s", err, wait.out)
 	}
 	t.Logf("the waiter entered %v after the holder's daemon was stopped", time.Since(stopped).Round(time.Millisecond))
-	select {
-	case err := <-hold.done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitLost {
-			t.Fatalf("the stopped holder's mcnode lock exited %v, want %d: %s", err, exitLost, hold.out)
-		}
-	case <-time.After(10 * time.Second):
-		_ = hold.cmd.Process.Kill() // its output is read once it has exited
-		<-hold.done
-		t.Fatalf("the stopped holder's mcnode lock did not exit: %s", hold.out)
-	}
+	hold.wantExit(t, exitLost, "the stopped holder's mcnode lock")
 	ss := l.sections(t) // fails on an overlap
 	if len(ss) != 2 || ss[0].host != holder || ss[0].ended || ss[1].host != waiter {
 		t.Fatalf("critical sections %+v: want the holder's, cut short, then the waiter's", ss)

@@ -110,17 +110,24 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 	return cfg, nil
 }
 
-// flagNames rewrites a config error to name the flag rather than the field.
+// flagNames rewrites a config error to name the flags rather than the
+// fields: the field an error is about, and the two-word field names it
+// cites (one-word ones, such as Name, could be ordinary words there).
 func flagNames(err error) string {
 	s := err.Error()
 	for field, flag := range map[string]string{
 		"Name ": "--group ", "Address ": "--address ", "Interface ": "--interface ", "Bind ": "--bind ",
-		"TTL ": "--ttl ", "Tick ": "--tick ", "TurnLength ": "--turn-length ", "TurnTimeout ": "--turn-timeout ",
+		"TTL ": "--ttl ", "Tick ": "--tick ",
+	} {
+		s = strings.ReplaceAll(s, "bad config: "+field, "bad config: "+flag)
+	}
+	for field, flag := range map[string]string{
+		"TurnLength ": "--turn-length ", "TurnTimeout ": "--turn-timeout ",
 		"MaxMembers ": "--max-members ", "LeaseTimeout ": "--lease ", "LeaseMargin ": "--lease-margin ",
 		"RetryInterval ": "--retry ", "JoinTimeout ": "--join-timeout ",
 		"HeartbeatInterval ": "--heartbeat ", "TakeoverTimeout ": "--takeover-timeout ",
 	} {
-		s = strings.ReplaceAll(s, "bad config: "+field, "bad config: "+flag)
+		s = strings.ReplaceAll(s, field, flag)
 	}
 	return s
 }
