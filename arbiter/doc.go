@@ -144,13 +144,33 @@
 // LeaseTicks+LeaseMarginTicks, so the member has stopped before anything it
 // held is granted to another.
 //
-// # Bad input
+// # Bad and hostile input
 //
-// Step checks every field it relies on and never panics: a decision that
-// cannot be applied to the node's state (a join of an ID taken, a release by
-// a member that does not hold the resource) changes nothing, and marks the
-// state suspect; the node then fetches the state again. A state transfer is
-// taken only when this node asked for one.
+// Step checks every field it relies on and never panics. Every header is
+// readable on the wire, so a member is known by its ID, its incarnation and
+// the address it sends from, all three as the view records them: a
+// datagram that claims a member's ID or incarnation from elsewhere is
+// forged, and only a newcomer's join request, or a request for decisions or
+// state (answered with NotMember), goes further. From a non-member a member
+// takes nothing else, except what a member admitted by decisions it has yet
+// to apply may send: decisions, which wait for their turn and are checked
+// then, and pings (see pingedByStranger). A decision is applied only if its
+// sender is the server the schedule names for its T (a Takeover's own
+// server) or a member whose header shows it has applied it, and only if it
+// moves T by the step the schedule gives (T+1, or the next server's first
+// turn in the new view), so T never nears the end of its range.
+//
+// A decision that still cannot be applied to the node's state (a join of an
+// ID taken, a release by a member that does not hold the resource) changes
+// nothing, and marks the state suspect; the node then fetches the state
+// again, from the server first. Such a state is sound up to its T, so the
+// node may still take over if the server is gone: the new epoch begins at
+// that T, without the decision. A state transfer is taken only when this
+// node asked for one, only from a member of its view (a newcomer: from a
+// sender the state lists), and only if it matches the digest it came with.
+// A member told that it left, or that the log no longer lists it, while it
+// did not ask to leave reports itself removed (EventRemoved), and the
+// runtime rejoins as a new incarnation.
 //
 // # Using the machine
 //

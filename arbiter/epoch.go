@@ -97,7 +97,7 @@ func (n *Node) stepDown(reason string, resume uint64) {
 // that has the state but still waits for greetings may: the members that
 // owe it theirs may be dead, and only a server removes them.
 func (n *Node) mayClaim() bool {
-	return n.st != nil && (n.stat == statusMember || n.stat == statusSyncing) && n.srv == nil && n.claim == nil && !n.xfer.need &&
+	return n.st != nil && (n.stat == statusMember || n.stat == statusSyncing) && n.srv == nil && n.claim == nil && (!n.xfer.need || n.xfer.sound) &&
 		n.leave == nil && len(n.st.members) > 1 && n.st.member(n.id) != nil
 }
 

@@ -137,20 +137,22 @@ func TestStepRefusesNothingAndUnknown(t *testing.T) {
 // FuzzStep feeds a running group's member a sequence of datagrams built
 // from the fuzzer's bytes, each decoded by the wire codec as a receiver
 // would (so every message passed its limits), under headers that claim to be
-// any member, the server included, with any T and epochs: the node must
-// neither panic nor stop answering its own API, and a group it belongs to
-// must still be able to tell it apart from the others' state (it either
-// agrees or knows its state is suspect).
+// any member, the server included, with any T and epochs, from a rogue
+// address or from a member's own (a spoofed source): the node must neither
+// panic nor stop answering its own API, and a group it belongs to must
+// still be able to tell it apart from the others' state (it either agrees
+// or knows its state is suspect). The corpus holds the group's own traffic
+// and the hostile datagrams of TestHostileDatagramsHaveNoEffect.
 //
 //	go test ./arbiter -run '^$' -fuzz FuzzStep -fuzztime 60s
 func FuzzStep(f *testing.F) {
 	seedGroup := newFuzzGroup(f)
 	codec, _ := wire.NewCodec(wire.DefaultLimits())
-	// The corpus: real traffic of the group, as sent.
+	// The corpus: real traffic of the group, as sent, from its sender.
 	var corpus [][]byte
 	seedGroup.Opt.Delivered = func(d *simtest.Datagram) {
 		if len(corpus) < 64 {
-			corpus = append(corpus, d.Data)
+			corpus = append(corpus, fuzzInput(uint8(d.From), d.Data))
 		}
 	}
 	w := simtest.NewWorkload(seedGroup, 2)
@@ -158,13 +160,21 @@ func FuzzStep(f *testing.F) {
 	for _, d := range corpus {
 		f.Add(d, uint8(0))
 	}
+	for _, d := range hostileCorpus(f, codec) {
+		f.Add(d, uint8(1))
+	}
 	f.Fuzz(func(t *testing.T, data []byte, target uint8) {
 		s := newFuzzGroup(t)
 		h := s.Hosts[int(target)%len(s.Hosts)]
-		// Up to 8 datagrams, each prefixed by a 2-byte length.
-		for i := 0; i < 8 && len(data) >= 2; i++ {
-			n := int(binary.BigEndian.Uint16(data))
-			data = data[2:]
+		// Up to 8 datagrams, each prefixed by its source (a host's
+		// address, or a rogue's) and a 2-byte length.
+		for i := 0; i < 8 && len(data) >= 3; i++ {
+			src := "fuzz"
+			if k := int(data[0]); k < len(s.Hosts) {
+				src = s.Hosts[k].Addr
+			}
+			n := int(binary.BigEndian.Uint16(data[1:]))
+			data = data[3:]
 			n = min(n, len(data))
 			p, err := codec.Decode(data[:n])
 			data = data[n:]
@@ -173,7 +183,7 @@ func FuzzStep(f *testing.F) {
 			}
 			p.Group = wire.GroupID("sim")
 			for _, m := range p.Messages {
-				_ = h.Node.Step("fuzz", p.Header, m)
+				_ = h.Node.Step(src, p.Header, m)
 			}
 			s.Flush(h)
 		}
@@ -186,6 +196,55 @@ func FuzzStep(f *testing.F) {
 		s.Flush(h)
 		s.RunTicks(5)
 	})
+}
+
+// fuzzInput frames one datagram for FuzzStep: its source, then its length.
+func fuzzInput(src uint8, datagram []byte) []byte {
+	out := []byte{src, 0, 0}
+	binary.BigEndian.PutUint16(out[1:], uint16(len(datagram)))
+	return append(out, datagram...)
+}
+
+// hostileCorpus is the hostile datagrams, each under the fuzz group's
+// server's header, from the rogue's address and (the spoofed case) from
+// the server's own.
+func hostileCorpus(tb testing.TB, codec *wire.Codec) [][]byte {
+	s := newFuzzGroup(tb)
+	var srv *simtest.Host
+	for _, h := range s.Hosts {
+		if h.Node.IsServer() {
+			srv = h
+		}
+	}
+	if srv == nil {
+		tb.Fatal("the fuzz group has no server")
+	}
+	h := memberHeader(srv)
+	at, e := srv.Node.T(), srv.Node.Epoch()
+	msgs := []wire.Message{
+		&wire.OkToJoin{T: at, Next: at + 1, Epoch: e, Inc: 0xbad, ID: 2, Addr: rogue, Members: 3},
+		&wire.Sync{T: at, Next: math.MaxUint64 - 64, Epoch: e, Backup: 2},
+		&wire.Sync{T: at, Next: at + 1e9, Epoch: e, Backup: 2},
+		&wire.Release{Req: 1, Resource: "r", Token: at - 1},
+		&wire.Left{T: at, Next: at + 1, Epoch: e, ID: 2},
+		&wire.LeaveRequest{},
+		&wire.Grant{T: at, Next: at + 1, Epoch: e, Node: 2, Req: 1, Resource: "r"},
+		&wire.StateRequest{},
+		&wire.Nak{From: 1, Count: 64},
+		&wire.NotMember{},
+		&wire.StateChunk{T: at + 100, Index: 0, Count: 1, Data: []byte{0x90}},
+	}
+	var out [][]byte
+	for _, m := range msgs {
+		data, err := codec.Pack(h, []wire.Message{m})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, src := range []uint8{255, uint8(srv.Index)} {
+			out = append(out, fuzzInput(src, data[0]))
+		}
+	}
+	return out
 }
 
 func newFuzzGroup(tb testing.TB) *simtest.Sim {

@@ -14,11 +14,18 @@ type joining struct {
 	sentAt   uint64
 	waitFrom uint64 // FoundAfterTicks counts from here
 	sawGroup bool   // an established group is on the address: never found one
-	greeted  map[wire.NodeID]bool
+	// greeted holds who greeted this node, by member ID: the incarnation
+	// and address it greeted from, which must be the member's.
+	greeted map[wire.NodeID]greeter
+}
+
+type greeter struct {
+	inc  uint64
+	addr string
 }
 
 func (n *Node) startJoin() {
-	n.join = &joining{greeted: map[wire.NodeID]bool{}}
+	n.join = &joining{greeted: map[wire.NodeID]greeter{}}
 	n.sendJoinRequest()
 }
 
@@ -79,7 +86,7 @@ func (n *Node) greetedByAll() bool {
 func (n *Node) missingGreetings() []wire.NodeID {
 	var out []wire.NodeID
 	for _, m := range n.st.members {
-		if m.id < n.id && !n.join.greeted[m.id] {
+		if g, ok := n.join.greeted[m.id]; m.id < n.id && (!ok || g.inc != m.inc || g.addr != m.addr) {
 			out = append(out, m.id)
 		}
 	}
@@ -111,6 +118,10 @@ func (n *Node) onJoinRequest(in inbound, m *wire.JoinRequest) {
 		return
 	}
 	if mem := n.st.memberByInc(m.Inc); mem != nil {
+		if mem.addr != in.src {
+			n.stats.Forged++ // a member's incarnation from another address
+			return
+		}
 		if slices.Contains(m.Missing, n.id) {
 			n.reply(in, &wire.Greeting{Newcomer: mem.id, Addr: n.cfg.Addr})
 		}
@@ -129,11 +140,17 @@ func (n *Node) onJoinRequest(in inbound, m *wire.JoinRequest) {
 	}
 }
 
-func (n *Node) onGreeting(h wire.Header, g *wire.Greeting) {
-	if n.join == nil || h.From == 0 || (n.id != 0 && g.Newcomer != n.id) {
+// onGreeting records a member's greeting. A newcomer without the state
+// cannot tell a member yet: the greeting counts once the state shows that
+// its sender is the member it claims to be (see missingGreetings).
+func (n *Node) onGreeting(src string, h wire.Header, from *member, g *wire.Greeting) {
+	if n.join == nil || h.From == 0 || (n.id != 0 && g.Newcomer != n.id) || (n.st != nil && from == nil) {
 		return
 	}
-	n.join.greeted[h.From] = true
+	if len(n.join.greeted) >= n.cfg.Limits.MaxMembers && n.st == nil {
+		return // a flood of greetings before the state: the members greet again
+	}
+	n.join.greeted[h.From] = greeter{inc: h.Inc, addr: src}
 	n.checkJoined()
 }
 

@@ -14,8 +14,8 @@ import (
 type logState struct {
 	window    map[uint64]wire.Decision // recent applied decisions, by T
 	order     []uint64                 // their Ts in apply order, for eviction
-	future    map[uint64]wire.Decision // arrived before their turn
-	seenT     uint64                   // highest T seen anywhere
+	future    map[uint64]buffered      // arrived before their turn
+	seenT     uint64                   // highest T a member showed
 	seenAddr  string                   // who showed it: a NAK goes there
 	gap       bool                     // seenT > t and the next decision is missing
 	gapSince  uint64
@@ -28,19 +28,17 @@ type logState struct {
 
 func (l *logState) init() {
 	l.window = map[uint64]wire.Decision{}
-	l.future = map[uint64]wire.Decision{}
+	l.future = map[uint64]buffered{}
 	l.catchUp = map[wire.NodeID]uint64{}
 }
 
-// observe notes the sender's T: a larger one than ours means we miss
-// decisions, and the sender has them. It may be a member we do not know yet
-// (admitted by a decision we miss; a node whose view fell far behind knows
-// none of the members that carry the group on), which is why the NAK goes to
-// its address. A sender of an epoch this node has left is no source of
-// decisions. (Without authentication, a forger can open a gap too: Step
-// bounds how far ahead it may claim the group is.)
+// observe notes a member's T: a larger one than ours means we miss
+// decisions, and the member has them, so the NAK goes to its address. Only
+// members of this node's view count: what a non-member shows may be forged,
+// and the highest T seen is where a takeover numbers its epoch from. A
+// sender of an epoch this node has left is no source of decisions.
 func (n *Node) observe(src string, h wire.Header) {
-	if n.st == nil || h.From == 0 || h.Epoch < n.promised {
+	if n.st == nil || h.Epoch < n.promised {
 		return
 	}
 	// Ties go to the latest sender: the first one to show this T may be
@@ -50,29 +48,84 @@ func (n *Node) observe(src string, h wire.Header) {
 	}
 }
 
+// sender is who sent a decision, as its datagram named it: the member ID,
+// incarnation and source address, and the log position its header showed.
+// A decision is applied only once this node's view, at the decision's T,
+// shows that the sender could send it (see decidedBy).
+type sender struct {
+	id       wire.NodeID
+	inc      uint64
+	addr     string
+	logEpoch uint64
+	t        uint64
+}
+
+// buffered is a decision that arrived before its turn, with its sender.
+type buffered struct {
+	d    wire.Decision
+	from sender
+}
+
+func senderOf(src string, h wire.Header) sender {
+	return sender{id: h.From, inc: h.Inc, addr: src, logEpoch: h.LogEpoch, t: h.T}
+}
+
+// decidedBy reports whether a decision at this node's T may be applied as
+// sent by "by": a member of the view (its ID, incarnation and address), and
+// either the server the schedule names for the decision (a Takeover's own
+// server) or a member that passes on a decision of its log, which its header
+// shows it has applied. Anyone else's copy is forged or garbled.
+func (n *Node) decidedBy(d wire.Decision, by sender) bool {
+	m := n.st.member(by.id)
+	if m == nil || m.inc != by.inc || m.addr != by.addr {
+		return false
+	}
+	t, next := d.Stamp()
+	if tk, ok := d.(*wire.Takeover); ok {
+		if tk.Server == by.id {
+			return true
+		}
+	} else if srv, _ := n.st.sched.ServerAt(t); srv == by.id && d.Era() == n.st.epoch {
+		return true
+	}
+	return by.logEpoch > d.Era() || (by.logEpoch == d.Era() && by.t >= next)
+}
+
 // onDecision takes a decision from a datagram. Decisions are applied in T
 // order, each only on the log it belongs to: one of this node's epoch, or the
-// Takeover that begins the next epoch from exactly where this node stands.
+// Takeover that begins the next epoch from exactly where this node stands;
+// and only from a sender that could send it (see decidedBy). One that
+// arrives before its turn waits with its sender, to be checked then: the
+// view may change on the way, as when the sender is a member admitted by a
+// decision this node has yet to apply.
 func (n *Node) onDecision(src string, h wire.Header, from *member, d wire.Decision) error {
 	t, next := d.Stamp()
+	by := senderOf(src, h)
 	if n.st == nil {
 		n.joinSawDecision(d)
-		n.buffer(t, d)
+		n.buffer(t, d, by)
 		return nil
 	}
-	if from != nil && h.Epoch > n.promised {
+	if from == nil {
+		// Not a member of this node's view: only one admitted by a decision
+		// this node lacks could send a decision that is still to come.
+		if h.From < n.st.nextID || t <= n.st.t {
+			n.stats.NotMember++
+			return ErrNotMember
+		}
+		n.buffer(t, d, by)
+		return nil
+	}
+	if h.Epoch > n.promised {
 		n.promise(h.Epoch, 0) // the sender is in a newer epoch: follow it
 	}
 	if h.Epoch < n.promised {
 		n.stats.Stale++
 		return ErrStale
 	}
-	if next >= n.log.seenT && next > n.st.t {
-		n.log.seenT, n.log.seenAddr = next, src
-	}
 	switch {
 	case t < n.st.t:
-		if tk, ok := d.(*wire.Takeover); ok && tk.Epoch > n.st.epoch {
+		if tk, ok := d.(*wire.Takeover); ok && tk.Epoch > n.st.epoch && n.decidedBy(d, by) {
 			// An epoch began below where this node's log is: the decisions
 			// it applied from there are not the group's.
 			n.truncated(fmt.Sprintf("epoch %d began at T=%d, below this node's T=%d", tk.Epoch, t, n.st.t))
@@ -80,34 +133,49 @@ func (n *Node) onDecision(src string, h wire.Header, from *member, d wire.Decisi
 		}
 		n.stats.Duplicates++
 	case t > n.st.t:
-		n.buffer(t, d)
+		if next >= n.log.seenT {
+			n.log.seenT, n.log.seenAddr = next, src
+		}
+		n.buffer(t, d, by)
 	default:
+		if !n.decidedBy(d, by) {
+			n.stats.NotServer++
+			return ErrNotServer
+		}
 		n.applyNext(d)
 		n.drain()
 	}
 	return nil
 }
 
-func (n *Node) buffer(t uint64, d wire.Decision) {
-	if _, ok := n.log.future[t]; ok {
-		n.stats.Duplicates++
-		return
-	}
-	if len(n.log.future) >= n.cfg.MaxBuffered {
+// buffer keeps a decision for its turn. A copy from a member of the view
+// replaces one from a sender this node does not know: that one may be
+// forged, and would otherwise shut the real one out.
+func (n *Node) buffer(t uint64, d wire.Decision, by sender) {
+	if old, ok := n.log.future[t]; ok {
+		if n.st == nil || n.st.member(old.from.id) != nil || n.st.member(by.id) == nil {
+			n.stats.Duplicates++
+			return
+		}
+	} else if len(n.log.future) >= n.cfg.MaxBuffered {
 		return // the NAK will fetch it again when its turn comes
 	}
-	n.log.future[t] = d
+	n.log.future[t] = buffered{d: d, from: by}
 }
 
 // drain applies buffered decisions that are now next in line.
 func (n *Node) drain() {
 	for n.st != nil && n.stat != statusDone && !n.xfer.need {
-		d, ok := n.log.future[n.st.t]
+		b, ok := n.log.future[n.st.t]
 		if !ok {
 			return
 		}
 		delete(n.log.future, n.st.t)
-		if !n.applyNext(d) {
+		if !n.decidedBy(b.d, b.from) {
+			n.stats.NotServer++
+			return // the NAK fetches the real one
+		}
+		if !n.applyNext(b.d) {
 			return
 		}
 	}
@@ -143,14 +211,20 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 	st := n.st
 	t, next := d.Stamp()
 	if next <= t {
-		n.diverged("a decision that does not move T forward")
+		n.refused("a decision that does not move T forward")
 		return false
+	}
+	if !own {
+		if want, err := n.wantNext(d); err != nil || want != next {
+			n.refused(fmt.Sprintf("a %s at T=%d that moves T to %d, where the schedule says %d", d.Kind(), t, next, want))
+			return false
+		}
 	}
 	switch d := d.(type) {
 	case *wire.OkToJoin:
 		before := len(st.members)
 		if d.ID != st.nextID || !st.addMember(d.ID, d.Inc, d.Addr) {
-			n.diverged(fmt.Sprintf("OkToJoin of node %d, which the state cannot admit", d.ID))
+			n.refused(fmt.Sprintf("OkToJoin of node %d, which the state cannot admit", d.ID))
 			return false
 		}
 		if st.backup == 0 && before == 1 {
@@ -167,12 +241,16 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 	case *wire.GroupFull:
 		// Nothing changes but T: the paper increments T for GROUP_FULL too.
 	case *wire.Left:
+		if st.member(d.ID) == nil {
+			n.refused(fmt.Sprintf("a leave of node %d, which is no member", d.ID))
+			return false
+		}
 		st.viewT = t
 		n.viewAckDue = true
 		n.dropMember(d.ID, t, EventMemberLeft, "left the group")
 	case *wire.Grant:
 		if st.member(d.Node) != nil && st.wouldQueue(d.Resource) != d.Queued {
-			n.diverged(fmt.Sprintf("a grant of %q to node %d that the state would decide otherwise", d.Resource, d.Node))
+			n.refused(fmt.Sprintf("a grant of %q to node %d that the state would decide otherwise", d.Resource, d.Node))
 			return false
 		}
 		st.request(d)
@@ -182,7 +260,7 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 		}
 	case *wire.Released:
 		if !st.releaseMatches(d) {
-			n.diverged(fmt.Sprintf("a release of %q by node %d, which does not hold it under token %d", d.Resource, d.Node, d.Token))
+			n.refused(fmt.Sprintf("a release of %q by node %d, which does not hold it under token %d", d.Resource, d.Node, d.Token))
 			return false
 		}
 		wasHead := d.Withdrawn && st.headIs(d.Resource, d.Node, d.Req)
@@ -264,7 +342,7 @@ func (n *Node) ackHead(resource string) {
 func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 	st := n.st
 	if d.Remove != 0 && d.Remove == n.id && n.srv != nil {
-		n.diverged("a SYNC removing its own server")
+		n.refused("a SYNC removing its own server")
 		return false
 	}
 	for _, m := range st.members {
@@ -306,14 +384,19 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 func (n *Node) applyTakeover(d *wire.Takeover, t, next uint64) bool {
 	st := n.st
 	if st.member(d.Server) == nil || (d.Backup != 0 && st.member(d.Backup) == nil) {
-		n.diverged(fmt.Sprintf("a takeover by node %d, which is not in this node's view", d.Server))
+		n.refused(fmt.Sprintf("a takeover by node %d, which is not in this node's view", d.Server))
 		return false
 	}
-	if srv, _ := st.sched.ServerAt(next); srv != d.Server {
-		n.diverged(fmt.Sprintf("a takeover by node %d whose turn does not start at T=%d", d.Server, next))
+	if srv, _ := st.sched.ServerAt(next); srv != d.Server || next%st.params.TurnLength != 0 {
+		n.refused(fmt.Sprintf("a takeover by node %d whose turn does not start at T=%d", d.Server, next))
 		return false
 	}
 	st.markEpoch(d.Epoch, t)
+	if n.xfer.need && n.xfer.sound {
+		// The decision this node refused at this T is not in the new
+		// epoch's log, which continues this node's sound state from here.
+		n.xfer.need, n.xfer.why = false, ""
+	}
 	st.backup = d.Backup
 	st.viewT = t
 	// Silences start again from zero: the old epoch's servers may have heard
@@ -364,10 +447,15 @@ func (n *Node) dropMember(id wire.NodeID, t uint64, kind EventKind, reason strin
 	}
 	hand, _ := n.st.removeMember(id, t)
 	if id == n.id {
-		if kind == EventMemberLeft {
-			n.finish(EventLeft, reason)
-		} else {
+		switch {
+		case kind == EventMemberRemoved:
 			n.finish(EventRemoved, reason)
+		case n.leave != nil:
+			n.finish(EventLeft, reason)
+		default:
+			// Recorded as gone while alive, and without asking: the runtime
+			// rejoins as a new incarnation, as after a removal.
+			n.finish(EventRemoved, "the group recorded that this node left, which it did not ask to")
 		}
 		return
 	}
@@ -471,11 +559,56 @@ func (n *Node) keep(t uint64, d wire.Decision) {
 	}
 }
 
-// diverged notes that a decision disagreed with this node's state. The state
-// transfer that follows replaces it; until then the node does not serve.
+// wantNext returns the Next that the decision at this node's T must carry:
+// T+1, except for a decision that changes the view or hands the turn over,
+// which moves T to the first turn of the next server in the new view (see
+// realign), and a Takeover, whose server chose it (applyTakeover checks it
+// starts that server's turn). So T moves only by the steps the schedule
+// allows, and no datagram can push it towards the end of its range.
+func (n *Node) wantNext(d wire.Decision) (uint64, error) {
+	st := n.st
+	t, next := d.Stamp()
+	without := func(id wire.NodeID) []wire.NodeID {
+		return slices.DeleteFunc(st.sched.View(), func(m wire.NodeID) bool { return m == id })
+	}
+	switch d := d.(type) {
+	case *wire.Takeover:
+		return next, nil
+	case *wire.OkToJoin:
+		return n.realign(append(st.sched.View(), d.ID), st.server(), t+1)
+	case *wire.Left:
+		if len(st.members) == 1 {
+			return t + 1, nil // the last member leaves: the group ends
+		}
+		return n.realign(without(d.ID), st.server(), t+1)
+	case *wire.Sync:
+		to := st.backup
+		if len(st.members) == 1 {
+			to = st.server()
+		}
+		return n.realign(without(d.Remove), to, t+1)
+	}
+	return t + 1, nil
+}
+
+// refused notes that a decision could not be applied to this node's state,
+// which it left as it was. The state is suspect, but sound as far as it
+// goes: the log up to this T, which is why such a node may still take part
+// in a takeover (see mayClaim); a new epoch that begins at this T replaces
+// the decision it refused.
+func (n *Node) refused(why string) {
+	sound := !n.xfer.need || n.xfer.sound
+	n.diverged(why)
+	n.xfer.sound = sound
+}
+
+// diverged notes that this node's state disagreed with the group's (a SYNC's
+// digest). The state transfer that follows replaces it; until then the node
+// does not serve.
 func (n *Node) diverged(why string) {
 	n.stats.Divergence++
 	n.xfer.need = true
+	n.xfer.sound = false
 	n.xfer.why = why
 }
 
@@ -485,6 +618,7 @@ func (n *Node) diverged(why string) {
 func (n *Node) truncated(why string) {
 	n.stats.Truncated++
 	n.xfer.need = true
+	n.xfer.sound = false
 	n.xfer.why = why
 }
 
@@ -524,13 +658,54 @@ func (n *Node) tickGap() {
 	}
 }
 
-// onNak answers a node that misses decisions: with the decisions, if its log
-// is a prefix of this node's, else with this node's state.
-func (n *Node) onNak(src string, h wire.Header, m *wire.Nak) {
+// onNak answers a member that misses decisions: with the decisions, if its
+// log is a prefix of this node's, else with this node's state. A node that
+// asks as a member this node's view does not list is told so instead.
+func (n *Node) onNak(src string, h wire.Header, from *member, m *wire.Nak) {
 	if n.st == nil || n.xfer.need || h.Epoch > n.promised {
 		return // nothing sound to send, or the asker is in a newer epoch
 	}
+	if from == nil {
+		n.notMember(src, h)
+		return
+	}
 	n.retransmit(src, h.LogEpoch, m.From, int(min(m.Count, 64)))
+}
+
+// notMember answers a request for decisions or state from a node that is
+// no member of this node's view: a node that claims an ID this log has
+// assigned (and so has removed, or given another incarnation or address) is
+// told it is no member, at most once per RetryTicks; anyone else, a
+// newcomer or a forger, gets nothing.
+func (n *Node) notMember(src string, h wire.Header) {
+	n.stats.NotMember++
+	if h.From == 0 || h.From >= n.st.nextID || n.st.epoch != n.promised {
+		return
+	}
+	if n.xfer.sent == nil {
+		n.xfer.sent = map[string]uint64{}
+	}
+	if at, ok := n.xfer.sent[src]; ok && n.now-at < uint64(n.cfg.RetryTicks) {
+		return
+	}
+	n.xfer.sent[src] = n.now
+	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.NotMember{}})
+}
+
+// onNotMember handles a member's word that its log does not list this node.
+// It counts only from a member of this node's view whose log is at least as
+// far on as this node's, in an epoch this node has not left: that log then
+// continues this node's own, so the group removed this node (or recorded it
+// as gone) in a decision this node missed. It rejoins as a new incarnation.
+func (n *Node) onNotMember(h wire.Header, from *member) {
+	if n.st == nil || from == nil || h.Epoch < n.promised || after(n.st.epoch, n.st.t, h.LogEpoch, h.T) {
+		return
+	}
+	if n.leave != nil {
+		n.finish(EventLeft, fmt.Sprintf("node %d no longer lists this node", h.From))
+		return
+	}
+	n.finish(EventRemoved, fmt.Sprintf("node %d, at T=%d, no longer lists this node: the group removed it in a decision this node missed", h.From, h.T))
 }
 
 // retransmit sends decisions from T=from on, directly to addr, which lacks
@@ -573,11 +748,14 @@ func (n *Node) catchUp(in inbound) {
 // and rate limits on outgoing snapshots.
 type transfer struct {
 	need    bool   // this node's state is suspect: fetch a fresh one
+	sound   bool   // but only because it refused a decision: see refused
 	why     string // what made it suspect
 	askedAt uint64
 	asked   wire.NodeID
-	t       uint64 // the snapshot being reassembled: its T and the sender's log epoch
+	t       uint64 // the snapshot being reassembled: its T, the sender's log epoch, its digest
 	epoch   uint64
+	digest  uint64
+	from    sender // who sent the first chunk
 	parts   [][]byte
 	got     int
 	sent    map[string]uint64 // destination → tick of last snapshot sent
@@ -608,19 +786,26 @@ func (n *Node) sendSnapshot(addr string) {
 	if err != nil {
 		return // over the limits: nothing sensible to send
 	}
+	digest := n.st.digest()
 	size := wire.ChunkSize(n.cfg.Limits)
 	count := (len(data) + size - 1) / size
 	for i := 0; i < count; i++ {
 		part := data[i*size : min(len(data), (i+1)*size)]
-		n.out = append(n.out, Outbound{Addr: addr, Msg: &wire.StateChunk{T: n.st.t, Index: uint32(i), Count: uint32(count), Data: part}})
+		n.out = append(n.out, Outbound{Addr: addr, Msg: &wire.StateChunk{T: n.st.t, Index: uint32(i), Count: uint32(count), Data: part, Digest: digest}})
 	}
 	n.stats.SnapshotsSent++
 }
 
-// onStateRequest answers a request for this node's state, if the state is
-// sound and current as far as the asker knows.
-func (n *Node) onStateRequest(src string, h wire.Header) {
+// onStateRequest answers a member's request for this node's state, if the
+// state is sound and current as far as the asker knows. Only members get
+// it: a newcomer gets it with its admission (see serveJoin), a node this
+// view no longer lists is told so (see notMember).
+func (n *Node) onStateRequest(src string, h wire.Header, from *member) {
 	if n.st == nil || n.xfer.need || h.Epoch > n.promised || n.st.epoch != n.promised {
+		return
+	}
+	if from == nil {
+		n.notMember(src, h)
 		return
 	}
 	n.sendSnapshot(src)
@@ -655,12 +840,14 @@ func (n *Node) wantsState() bool {
 	return n.st == nil || n.join != nil || n.xfer.need || n.log.gap || (n.claim != nil && n.claim.won)
 }
 
-// onStateChunk reassembles a state transfer and installs it.
-func (n *Node) onStateChunk(h wire.Header, c *wire.StateChunk) error {
+// onStateChunk reassembles a state transfer and installs it. A node with a
+// state takes one only from a member of its view; a newcomer, which knows
+// no member yet, only one whose sender the state itself lists as a member.
+func (n *Node) onStateChunk(src string, h wire.Header, from *member, c *wire.StateChunk) error {
 	if c.Count == 0 || c.Index >= c.Count {
 		return fmt.Errorf("arbiter: state chunk %d of %d", c.Index, c.Count)
 	}
-	if !n.wantsState() {
+	if !n.wantsState() || (n.st != nil && from == nil) || h.From == 0 {
 		n.stats.Unasked++
 		return nil
 	}
@@ -672,13 +859,14 @@ func (n *Node) onStateChunk(h wire.Header, c *wire.StateChunk) error {
 		return nil
 	}
 	x := &n.xfer
-	// Chunks of equal T and epoch from different senders are
-	// interchangeable: equal states encode to equal bytes.
-	if x.parts == nil || c.T != x.t || h.LogEpoch != x.epoch || int(c.Count) != len(x.parts) {
+	// Chunks of one state from different senders are interchangeable:
+	// equal states encode to equal bytes, and the digest names the state.
+	if x.parts == nil || c.T != x.t || h.LogEpoch != x.epoch || c.Digest != x.digest || int(c.Count) != len(x.parts) {
 		if x.parts != nil && after(x.epoch, x.t, h.LogEpoch, c.T) {
 			return nil // an older state than the one being reassembled
 		}
-		x.t, x.epoch, x.parts, x.got = c.T, h.LogEpoch, make([][]byte, c.Count), 0
+		x.t, x.epoch, x.digest, x.parts, x.got = c.T, h.LogEpoch, c.Digest, make([][]byte, c.Count), 0
+		x.from = senderOf(src, h)
 	}
 	if x.parts[c.Index] != nil {
 		return nil
@@ -691,12 +879,21 @@ func (n *Node) onStateChunk(h wire.Header, c *wire.StateChunk) error {
 	data := bytes.Join(x.parts, nil)
 	x.parts, x.got = nil, 0
 	snap, err := n.codec.DecodeSnapshot(data)
-	if err != nil {
+	if err != nil || snap.T != x.t || snap.Epoch != x.epoch || stateFromSnapshot(snap).digest() != x.digest || !listsSender(snap, x.from) {
 		n.stats.BadSnapshots++
 		return nil
 	}
 	n.install(snap)
 	return nil
+}
+
+// listsSender reports whether a state lists the member that sent it, at the
+// address and incarnation it sent from: a state nobody in it sent is not
+// the group's.
+func listsSender(snap *wire.Snapshot, by sender) bool {
+	return slices.ContainsFunc(snap.Members, func(m wire.MemberState) bool {
+		return m.ID == by.id && m.Inc == by.inc && m.Addr == by.addr
+	})
 }
 
 // install replaces this node's state with a transferred one, sent by a node
@@ -844,7 +1041,11 @@ func (n *Node) mayServe() bool {
 // given only to a server of an epoch this node has not left, and only by a
 // member (which counts toward the server's majority).
 func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) error {
-	if n.st == nil || n.st.member(n.id) == nil || from == nil {
+	if n.st == nil || n.st.member(n.id) == nil {
+		return nil
+	}
+	if from == nil {
+		n.pingedByStranger(h)
 		return nil
 	}
 	if h.Epoch < n.promised {
@@ -902,6 +1103,27 @@ func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) err
 	}
 	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.PingReply{Turn: p.Turn, Probe: p.Probe}})
 	return nil
+}
+
+// pingedByStranger handles a ping from a server this node does not know: a
+// member admitted by decisions it has not applied. Usually it is only a
+// little behind, and repairs its log from the members it knows before long.
+// But one that missed the group for long enough (cut off one way: the group
+// kept hearing it, so never removed it) may know none of the members that
+// carry the group on, and could never learn from them: it takes no state
+// or decision from a stranger, which a forger could be. So once no server
+// it knows has renewed its lease for a lease, while a server it does not
+// know pings it from further on in the log, it concludes that the group went
+// on without it and rejoins as a new incarnation: it holds nothing any more
+// (its lease ran out), and the group removes the old one after its lease.
+func (n *Node) pingedByStranger(h wire.Header) {
+	st := n.st
+	if h.From < st.nextID || h.Epoch < n.promised || !after(h.LogEpoch, h.T, st.epoch, st.t) ||
+		!n.leaseExpired() || n.srv != nil || n.leave != nil {
+		return
+	}
+	n.finish(EventRemoved, fmt.Sprintf("the server, node %d, is none this node knows, and no server it knows renewed its lease: "+
+		"the group went on without it (its log ends at T=%d, epoch %d; the server's at T=%d, epoch %d)", h.From, st.t, st.epoch, h.T, h.LogEpoch))
 }
 
 // replayWindow drops duplicate and very late application updates from one

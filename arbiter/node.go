@@ -22,7 +22,11 @@ var (
 	// ErrStale: the datagram comes from a server or a log of an epoch this
 	// node has left behind. It was dropped and counted.
 	ErrStale = errors.New("arbiter: message of an epoch this node has left")
-	// ErrNotMember: the node is not (yet) a member of the group.
+	// ErrNotServer: the decision comes from a member that did not make it
+	// and does not show that it applied it. It was dropped and counted.
+	ErrNotServer = errors.New("arbiter: decision from a member that neither made nor applied it")
+	// ErrNotMember: the node is not (yet) a member of the group, or the
+	// sender of a message is none of this node's view.
 	ErrNotMember = errors.New("arbiter: not a member of the group")
 	// ErrBusy: this node already holds or waits for the resource.
 	ErrBusy = errors.New("arbiter: resource already held or requested by this node")
@@ -182,7 +186,9 @@ type Stats struct {
 	Foreign       uint64 // datagrams of another group or run
 	Forged        uint64 // sender did not match its claimed member
 	Stale         uint64 // messages of an epoch this node has left
-	NotMember     uint64 // requests from non-members, ignored
+	NotMember     uint64 // requests, decisions and state requests from non-members, ignored
+	NotServer     uint64 // decisions from a member that neither made them nor shows it applied them
+	Unasked       uint64 // state transfers this node did not ask for, or from a non-member, ignored
 	TooMany       uint64 // requests for a new resource with Limits.MaxResources in use
 	Duplicates    uint64 // decisions already applied
 	Divergence    uint64 // decisions or digests that disagreed with this node's state
@@ -192,7 +198,6 @@ type Stats struct {
 	SnapshotsSent uint64
 	Snapshots     uint64 // state transfers installed
 	BadSnapshots  uint64
-	Unasked       uint64 // state transfers this node did not ask for, ignored
 	Fenced        uint64 // resources given up because the lease ran out
 	Claims        uint64 // takeovers this node started
 	Takeovers     uint64 // takeovers this node won
@@ -243,6 +248,10 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 		return ErrForeignGroup
 	}
 	if h.Inc == n.cfg.Inc {
+		if src != n.cfg.Addr {
+			n.stats.Forged++ // this node's own sender fields, from elsewhere
+			return ErrForged
+		}
 		return nil // our own multicast, looped back
 	}
 	if m == nil {
@@ -255,29 +264,43 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	var from *member
 	if n.st != nil && h.From != 0 {
 		from = n.st.member(h.From)
-		if from != nil && from.inc != h.Inc {
-			// Another incarnation under a member's ID: a forgery, or a node
-			// that holds an ID from a branch of the log the group did not
-			// take. It is no member: it may ask to join or for decisions,
-			// as a newcomer may, and nothing it says counts as the member's.
+		if from != nil && (from.inc != h.Inc || from.addr != src) {
+			// A member's ID under another incarnation or from another
+			// address: a forgery (the sender fields of every member are
+			// readable on the wire), or a node that holds an ID from a
+			// branch of the log the group did not take, or one the group
+			// removed. It is no member: it may ask to join or for
+			// decisions, as a newcomer may (and is told it is no member),
+			// and nothing it says counts as the member's.
 			n.stats.Forged++
 			switch m.(type) {
-			case *wire.JoinRequest, *wire.Nak:
-				h.From, from = 0, nil
+			case *wire.JoinRequest, *wire.Nak, *wire.StateRequest:
+				from = nil
 			default:
 				return ErrForged
 			}
 		}
 	}
+	if j, ok := m.(*wire.JoinRequest); ok && j.Addr != src {
+		// A newcomer is admitted at the address it sends from: one that
+		// names another would have the group take that address's
+		// datagrams for its own.
+		n.stats.Forged++
+		return ErrForged
+	}
 	if n.implausible(h, m) {
 		n.stats.Forged++
 		return ErrForged
 	}
+	if from == nil && n.st != nil && !n.strangerMay(h, m) {
+		n.stats.NotMember++
+		return ErrNotMember
+	}
 	if n.join != nil && h.Instance != 0 {
 		n.join.sawGroup = true
 	}
-	n.observe(src, h)
 	if from != nil {
+		n.observe(src, h)
 		n.noteAck(h)
 		n.maxEpoch = max(n.maxEpoch, h.Epoch)
 		n.leaveQuiet = 0 // the group is there to record a leave
@@ -296,7 +319,7 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	case *wire.JoinRequest:
 		n.onJoinRequest(in, m)
 	case *wire.Greeting:
-		n.onGreeting(h, m)
+		n.onGreeting(src, h, from, m)
 	case *wire.Request, *wire.Release, *wire.Cancel, *wire.LeaveRequest:
 		if n.srv != nil {
 			n.serve(in)
@@ -308,11 +331,13 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	case *wire.PingReply:
 		n.onPingReply(h, from, m)
 	case *wire.Nak:
-		n.onNak(src, h, m)
+		n.onNak(src, h, from, m)
 	case *wire.StateRequest:
-		n.onStateRequest(src, h)
+		n.onStateRequest(src, h, from)
 	case *wire.StateChunk:
-		err = n.onStateChunk(h, m)
+		err = n.onStateChunk(src, h, from, m)
+	case *wire.NotMember:
+		n.onNotMember(h, from)
 	case *wire.Update:
 		n.onUpdate(h, m)
 	case *wire.Claim:
@@ -429,6 +454,24 @@ func (n *Node) Cancel(resource string) error {
 	n.submit(&wire.Cancel{Req: p.req, Resource: resource})
 	n.settle()
 	return nil
+}
+
+// strangerMay reports whether a message from a sender that is no member of
+// this node's view may go on to its handler: a join request (a newcomer's),
+// a request for decisions or the state (answered by notMember), a decision
+// or a ping (from a member admitted by decisions this node lacks: see
+// onDecision, pingedByStranger), a state transfer (counted as unasked
+// there), and an operation of a member admitted by decisions this node
+// lacks (an ID it has not yet assigned), which a server to come replays.
+// Nothing else a non-member says means anything to a member.
+func (n *Node) strangerMay(h wire.Header, m wire.Message) bool {
+	switch m.(type) {
+	case *wire.JoinRequest, *wire.Nak, *wire.StateRequest, wire.Decision, *wire.Ping, *wire.StateChunk:
+		return true
+	case *wire.Request, *wire.Release, *wire.Cancel, *wire.LeaveRequest:
+		return h.From >= n.st.nextID
+	}
+	return false
 }
 
 // Bounds on how far ahead of this node's state a datagram may place the

@@ -149,6 +149,44 @@ type Stats struct {
 	Rejoins       uint64 // times this node was removed and rejoined
 	OtherInstance uint64 // datagrams from a separately founded run of this group: dropped
 	Machine       arbiter.Stats
+	// Drops counts every datagram or message dropped, by reason (the Drop
+	// constants), the transport's included; Status fills it in.
+	Drops map[string]uint64
+}
+
+// Reasons for a drop, the keys of Stats.Drops.
+const (
+	DropOversized     = "oversized"      // larger than MaxDatagram
+	DropStray         = "stray"          // multicast for another group address or interface
+	DropOverflow      = "overflow"       // the node fell behind its socket
+	DropMalformed     = "malformed"      // did not decode
+	DropForeignGroup  = "foreign-group"  // another group's
+	DropOtherInstance = "other-instance" // a separately founded run of this group
+	DropForged        = "forged"         // a member's ID from another address or incarnation, or beyond every bound
+	DropStale         = "stale"          // of an epoch this node has left
+	DropNotMember     = "not-member"     // a request, decision or state request from a non-member
+	DropNotServer     = "not-server"     // a decision from a member that neither made it nor applied it
+	DropUnasked       = "unasked-state"  // a state transfer this node did not ask for, or from a non-member
+	DropBadState      = "bad-state"      // a state transfer that did not decode or match its digest
+	DropDuplicate     = "duplicate"      // a decision already applied
+	DropTooMany       = "too-many-locks" // a request for a new lock with every slot in use
+)
+
+// drops gathers every drop counter by reason, zero counts left out.
+func (g *Group) drops() map[string]uint64 {
+	m := g.node.Stats()
+	all := map[string]uint64{
+		DropMalformed: g.stats.Malformed, DropForeignGroup: g.stats.Foreign, DropOtherInstance: g.stats.OtherInstance,
+		DropForged: m.Forged, DropStale: m.Stale, DropNotMember: m.NotMember, DropNotServer: m.NotServer,
+		DropUnasked: m.Unasked, DropBadState: m.BadSnapshots, DropDuplicate: m.Duplicates, DropTooMany: m.TooMany,
+	}
+	if dc, ok := g.tr.(DropCounter); ok {
+		for k, v := range dc.Drops() {
+			all[k] += v
+		}
+	}
+	maps.DeleteFunc(all, func(_ string, v uint64) bool { return v == 0 })
+	return all
 }
 
 // Join joins the group cfg describes, founding it if nobody answers within
@@ -733,7 +771,10 @@ type Status struct {
 	Frozen     bool
 	Resources  []arbiter.ResourceInfo
 	Held       []arbiter.Held
-	Stats      Stats
+	// Digest is a hash of this node's copy of the replicated state: equal
+	// at equal T on every member that agrees with the group.
+	Digest uint64
+	Stats  Stats
 }
 
 // Status reports the node and the group.
@@ -744,6 +785,7 @@ func (g *Group) Status() (Status, error) {
 		st := g.stats
 		st.Sent = maps.Clone(g.stats.Sent)
 		st.Machine = g.node.Stats()
+		st.Drops = g.drops()
 		since, from := g.node.SinceHeard()
 		claim, _ := g.node.Claiming()
 		var left time.Duration
@@ -757,7 +799,7 @@ func (g *Group) Status() (Status, error) {
 			LeaseTimeout: time.Duration(p.LeaseTicks) * g.cfg.Tick, LeaseMargin: time.Duration(p.LeaseMarginTicks) * g.cfg.Tick,
 			LeaseLeft: left, Epoch: g.node.Epoch(), Backup: g.node.Backup(), Authority: g.node.HasAuthority(),
 			Quorum: g.node.Quorum(), SinceHeard: time.Duration(since) * g.cfg.Tick, HeardFrom: from,
-			Claiming: claim, Frozen: g.node.Frozen(),
+			Claiming: claim, Frozen: g.node.Frozen(), Digest: g.node.Digest(),
 		}
 	})
 }

@@ -40,5 +40,12 @@ type Transport interface {
 	Close() error
 }
 
+// DropCounter is a Transport that drops some datagrams before the node sees
+// them (too large, or sent to another group address), and counts them by
+// reason. Status reports them with the node's own drops.
+type DropCounter interface {
+	Drops() map[string]uint64
+}
+
 // ErrClosed is returned by a transport used after Close.
 var ErrClosed = errors.New("group: transport closed")

@@ -23,8 +23,9 @@ type UDPConfig struct {
 	// Interface is where the group is joined and multicast is sent. It must
 	// be given: the kernel's default may be an interface you did not mean.
 	Interface *net.Interface
-	// Bind is this node's unicast address; the zero value picks the
-	// interface's first IPv4 address. Port 0 picks a free port.
+	// Bind is this node's unicast address; the zero value (or 0.0.0.0)
+	// picks the interface's first IPv4 address, since members know each
+	// other by the address they send from. Port 0 picks a free port.
 	Bind netip.AddrPort
 	// TTL is the multicast time-to-live: 0 keeps datagrams on this host,
 	// 1 on the local network segment.
@@ -88,7 +89,9 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 	if cfg.ReadBatch <= 0 {
 		cfg.ReadBatch = 16
 	}
-	if !cfg.Bind.Addr().IsValid() {
+	if !cfg.Bind.Addr().IsValid() || cfg.Bind.Addr().IsUnspecified() {
+		// Members know each other by the address they send from, which
+		// the wildcard is not: bind the interface's own.
 		ip, err := interfaceIPv4(cfg.Interface)
 		if err != nil {
 			return nil, err
@@ -172,6 +175,11 @@ func (u *UDP) Stats() UDPStats {
 		Sent: u.sent.Load(), Received: u.received.Load(), SentBytes: u.sentBytes.Load(), RecvBytes: u.recvBytes.Load(),
 		Oversized: u.oversized.Load(), Stray: u.stray.Load(), SendErrors: u.sendErrors.Load(), Overflow: u.overflow.Load(),
 	}
+}
+
+// Drops returns what the transport dropped, by reason (see DropCounter).
+func (u *UDP) Drops() map[string]uint64 {
+	return map[string]uint64{DropOversized: u.oversized.Load(), DropStray: u.stray.Load(), DropOverflow: u.overflow.Load()}
 }
 
 func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {

@@ -57,7 +57,7 @@ func Classify(p *Packet, multicast bool) Class {
 		return ClassSync
 	case has(KindClaim, KindVote) || (multicast && has(KindTakeover)):
 		return ClassTakeover
-	case has(KindNak) || (!multicast && has(KindGrant, KindReleased, KindSync, KindOkToJoin, KindGroupFull, KindLeft, KindTakeover)):
+	case has(KindNak, KindNotMember) || (!multicast && has(KindGrant, KindReleased, KindSync, KindOkToJoin, KindGroupFull, KindLeft, KindTakeover)):
 		return ClassRepair
 	case has(KindPing, KindPingReply):
 		return ClassPing

@@ -30,13 +30,14 @@ func samples() []Message {
 		&Sync{T: 95, Next: 128, Turn: 64, Unheard: []Silence{{ID: 3, Ticks: 400}}, Unanswered: []NodeID{5}, Remove: 3, Backup: 4, Digest: 0x1234567890abcdef},
 		&Nak{From: 60, Count: 16},
 		&StateRequest{},
-		&StateChunk{T: 70, Index: 1, Count: 3, Data: []byte{1, 2, 3, 4}},
+		&StateChunk{T: 70, Index: 1, Count: 3, Data: []byte{1, 2, 3, 4}, Digest: 0xfedcba9876543210},
 		&Update{Seq: 3, Topic: "score", Data: []byte("player 2: 40")},
 		&Takeover{T: 96, Next: 128, Epoch: 3, PrevEpoch: 2, Server: 4, Backup: 5, Wait: true},
 		&Claim{Epoch: 3, Pre: true},
 		&Vote{Epoch: 3, Pre: true, Granted: true, Prior: 2, SeenT: 99},
 		&Ack{},
 		&AckRequest{T: 52},
+		&NotMember{},
 	}
 }
 

@@ -201,6 +201,7 @@ func (m *AckRequest) Validate(Limits) error { return nil }
 
 func (m *Nak) Validate(Limits) error          { return nil }
 func (m *StateRequest) Validate(Limits) error { return nil }
+func (m *NotMember) Validate(Limits) error    { return nil }
 
 func (m *StateChunk) Validate(l Limits) error {
 	maxChunks := l.MaxSnapshot/ChunkSize(l) + 1

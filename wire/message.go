@@ -40,6 +40,7 @@ const (
 	KindVote       Kind = 0x16 // member → candidate: the answer to a Claim
 	KindAck        Kind = 0x17 // backup → group (or a member → server): I have applied the log below header T
 	KindAckRequest Kind = 0x18 // grantee → backup: have you applied my grant yet?
+	KindNotMember  Kind = 0x19 // member → a node that asked as a member: the group's log does not list you
 )
 
 var kindNames = map[Kind]string{
@@ -49,7 +50,7 @@ var kindNames = map[Kind]string{
 	KindReleased: "released", KindPing: "ping", KindPingReply: "ping-reply", KindSync: "sync",
 	KindNak: "nak", KindStateRequest: "state-request", KindStateChunk: "state-chunk",
 	KindUpdate: "update", KindTakeover: "takeover", KindClaim: "claim", KindVote: "vote",
-	KindAck: "ack", KindAckRequest: "ack-request",
+	KindAck: "ack", KindAckRequest: "ack-request", KindNotMember: "not-member",
 }
 
 // String returns the kind's name, or its number for an unknown kind.
@@ -361,12 +362,27 @@ type StateRequest struct {
 }
 
 // StateChunk is piece Index of Count of an encoded Snapshot at timestamp T.
+// Digest is the digest of the state the whole snapshot holds (the one a SYNC
+// carries): the receiver checks the state it reassembled against it, so that
+// chunks of two different states are never installed as one.
 type StateChunk struct {
 	_struct struct{} `codec:",toarray"`
 	T       uint64
 	Index   uint32
 	Count   uint32
 	Data    []byte
+	Digest  uint64
+}
+
+// NotMember answers a node that asked for decisions or for the state as a
+// member (its header names a member's ID) when the sender's log, at the
+// position in the sender's header, lists no such member at that address
+// and incarnation. A node whose own log is not ahead of the sender's then
+// knows the group removed it, or recorded it as gone, and rejoins as a new
+// incarnation. It is sent instead of the state, which only members and
+// admitted newcomers are given.
+type NotMember struct {
+	_struct struct{} `codec:",toarray"`
 }
 
 // Update is an application state update (the paper's "system state update"),
@@ -403,6 +419,7 @@ func (*Claim) Kind() Kind        { return KindClaim }
 func (*Vote) Kind() Kind         { return KindVote }
 func (*Ack) Kind() Kind          { return KindAck }
 func (*AckRequest) Kind() Kind   { return KindAckRequest }
+func (*NotMember) Kind() Kind    { return KindNotMember }
 
 // Stamp implementations: the decisions.
 
@@ -471,6 +488,8 @@ func newMessage(k Kind) Message {
 		return &Ack{}
 	case KindAckRequest:
 		return &AckRequest{}
+	case KindNotMember:
+		return &NotMember{}
 	}
 	return nil
 }

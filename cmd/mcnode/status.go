@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,6 +51,9 @@ type statusView struct {
 	Sent       map[string]int64 `json:"datagrams_sent"`
 	Received   uint64           `json:"datagrams_received"`
 	Dropped    uint64           `json:"datagrams_dropped"`
+	// Drops counts what this node dropped by reason: hostile, garbled,
+	// stale or foreign input (see group.Stats.Drops).
+	Drops map[string]uint64 `json:"drops,omitempty"`
 }
 
 type memberView struct {
@@ -67,8 +72,8 @@ func viewStatus(st group.Status) *statusView {
 	v := &statusView{Group: st.Group, Self: uint64(st.Self), Addr: st.Addr, T: st.T, Server: uint64(st.Server),
 		Margin: st.LeaseMargin.Milliseconds(),
 		Sent:   map[string]int64{}, Received: st.Stats.Received,
-		Dropped: st.Stats.Malformed + st.Stats.Foreign + st.Stats.Forged,
-		Epoch:   st.Epoch, Backup: uint64(st.Backup), QuorumHeld: st.Quorum.Held, QuorumText: st.Quorum.String(),
+		Drops: st.Stats.Drops,
+		Epoch: st.Epoch, Backup: uint64(st.Backup), QuorumHeld: st.Quorum.Held, QuorumText: st.Quorum.String(),
 		Authority: st.Authority, SinceHeard: ms(st.SinceHeard), HeardFrom: uint64(st.HeardFrom),
 		Claiming: st.Claiming, Frozen: st.Frozen, LeaseLeft: ms(st.LeaseLeft)}
 	for _, m := range st.Members {
@@ -83,6 +88,9 @@ func viewStatus(st group.Status) *statusView {
 	}
 	for c, n := range st.Stats.Sent {
 		v.Sent[string(c)] = int64(n)
+	}
+	for _, n := range v.Drops {
+		v.Dropped += n
 	}
 	return v
 }
@@ -228,4 +236,14 @@ func printStatus(w io.Writer, v *statusView) {
 		fmt.Fprintf(tw, "  %s\t%s\ttoken %d\t%s\n", r.Name, holder, r.Token, queue)
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "\ndatagrams: %d received, %d dropped", v.Received, v.Dropped)
+	if len(v.Drops) > 0 {
+		reasons := slices.Sorted(maps.Keys(v.Drops))
+		parts := make([]string, len(reasons))
+		for i, r := range reasons {
+			parts[i] = fmt.Sprintf("%s %d", r, v.Drops[r])
+		}
+		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(w)
 }

@@ -341,6 +341,7 @@ var regressionSeeds = []int64{
 	30041, // fault model: a host paused past its removal counted as running, and two crashes left no majority
 	59151, // the same
 	74088, // the same
+	21933, // a member cut off one way for long knew none of the members it could take state from
 }
 
 // TestRegressionSeeds replays every seed that ever failed outside the

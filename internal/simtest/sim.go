@@ -56,6 +56,9 @@ type Options struct {
 	Delivered func(d *Datagram)
 	// Trace, if set, receives a line for every delivery and event.
 	Trace func(string)
+	// Elsewhere, if set, sees every datagram a host sends to an address no
+	// host has (a rogue sender's, in tests that forge datagrams).
+	Elsewhere func(from int, addr string, p *wire.Packet)
 }
 
 // Datagram is one copy of a datagram on its way to one host.
@@ -451,6 +454,8 @@ func (s *Sim) send(h *Host, hdr wire.Header, addr string, msgs []wire.Message) {
 			}
 		} else if to := s.hostByAddr(addr); to != nil {
 			s.transmit(h, &Datagram{From: h.Index, To: to.Index, Sent: s.Now, Data: data, Packet: p})
+		} else if s.Opt.Elsewhere != nil {
+			s.Opt.Elsewhere(h.Index, addr, &p)
 		}
 	}
 }

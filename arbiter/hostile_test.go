@@ -1,0 +1,378 @@
+package arbiter_test
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/clock"
+	"github.com/mcnode/mcnode/internal/simtest"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// Hostile datagrams: a sender on the LAN that is no member, knows the group
+// and reads every header (so it knows each member's ID, incarnation, T and
+// epochs) but cannot send from a member's address. Each attack is aimed at
+// the dangerous place: a lock in use with a waiter queued behind its holder,
+// every member hit at once. None may have any effect: no member changes its
+// state, suspects it, leaves or is removed; the holder keeps the lock until
+// it releases it, the waiter gets it then, and the group agrees afterwards.
+
+const rogue = "rogue:1"
+
+// contended is a group of five with "r" held by one member and another
+// queued behind it.
+type contended struct {
+	s                           *simtest.Sim
+	srv, backup, holder, waiter *simtest.Host
+	held                        arbiter.Held
+	toRogue                     []wire.Kind // what the group sent the rogue's address
+}
+
+func newContended(t *testing.T, seed int64) *contended {
+	t.Helper()
+	c := &contended{s: newGroup(t, 5, seed, nil)}
+	var others []*simtest.Host
+	c.srv, c.backup, others = roles(t, c.s)
+	c.holder, c.waiter = others[0], others[1]
+	c.s.Opt.Elsewhere = func(_ int, addr string, p *wire.Packet) {
+		if addr == rogue {
+			for _, m := range p.Messages {
+				c.toRogue = append(c.toRogue, m.Kind())
+			}
+		}
+	}
+	acquire(t, c.s, c.holder, "r")
+	waitUntil(t, c.s, 50, "the holder holds r", func() bool { return holds(c.holder, "r") })
+	acquire(t, c.s, c.waiter, "r")
+	waitUntil(t, c.s, 50, "the waiter is queued", func() bool { return hasEvent(c.waiter, arbiter.EventQueued) })
+	c.s.RunTicks(5) // every member has applied the queueing
+	c.held = c.holder.Node.Held()[0]
+	return c
+}
+
+// member returns the header host h sends with now: its sender fields.
+func memberHeader(h *simtest.Host) wire.Header { return h.Node.Ready().Header }
+
+// hit steps every running host with the forged messages under header h,
+// from the rogue's address, as a multicast would reach them.
+func (c *contended) hit(h wire.Header, msgs ...wire.Message) {
+	for _, x := range c.s.Hosts {
+		for _, m := range msgs {
+			_ = x.Node.Step(rogue, h, m)
+		}
+		c.s.Flush(x)
+	}
+}
+
+// hitEach is hit with messages made for each host (its own T, its own ID).
+func (c *contended) hitEach(h wire.Header, forge func(x *simtest.Host) []wire.Message) {
+	for _, x := range c.s.Hosts {
+		for _, m := range forge(x) {
+			_ = x.Node.Step(rogue, h, m)
+		}
+		c.s.Flush(x)
+	}
+}
+
+// unharmed runs the group on and checks that the attack had no effect: the
+// holder still holds r and the waiter waits, nobody suspected its state,
+// left, was removed or changed its view; once the holder releases, the
+// waiter is granted r; every member agrees on the state.
+func (c *contended) unharmed(t *testing.T) {
+	t.Helper()
+	s := c.s
+	s.RunTicks(30)
+	for _, x := range s.Hosts {
+		st := x.Node.Stats()
+		if st.Divergence != 0 || st.Truncated != 0 || st.Snapshots > 1 {
+			t.Errorf("h%d: its state was disturbed: %d divergences, %d truncations, %d state transfers installed",
+				x.Index, st.Divergence, st.Truncated, st.Snapshots)
+		}
+		if x.Node.Stopped() || len(x.Node.Members()) != 5 {
+			t.Errorf("h%d: stopped %v, %d members", x.Index, x.Node.Stopped(), len(x.Node.Members()))
+		}
+		for _, e := range x.Events {
+			if e.Kind == arbiter.EventRemoved || e.Kind == arbiter.EventLeft || e.Kind == arbiter.EventMemberLeft ||
+				e.Kind == arbiter.EventMemberRemoved || e.Kind == arbiter.EventMemberJoined && e.T > 0 && int(e.Node) > 5 {
+				t.Errorf("h%d: %s node %d: %s", x.Index, e.Kind, e.Node, e.Reason)
+			}
+		}
+	}
+	if !holds(c.holder, "r") || granted(c.waiter, "r") {
+		t.Fatalf("the lock moved: the holder holds it %v, the waiter was granted it %v", holds(c.holder, "r"), granted(c.waiter, "r"))
+	}
+	if err := c.holder.Node.Release("r"); err != nil {
+		t.Fatal(err)
+	}
+	s.Check.Released(c.holder, "r")
+	s.Flush(c.holder)
+	waitUntil(t, s, 60, "the waiter granted r after the release", func() bool { return holds(c.waiter, "r") })
+	waitUntil(t, s, 100, "every member agrees", func() bool {
+		for _, x := range s.Hosts {
+			if x.Node.Digest() != c.srv.Node.Digest() && x.Node.T() == c.srv.Node.T() {
+				return false
+			}
+		}
+		return true
+	})
+	if slices.Contains(c.toRogue, wire.KindStateChunk) {
+		t.Error("the group sent its state to the rogue")
+	}
+	checkClean(t, s)
+}
+
+func TestHostileDatagramsHaveNoEffect(t *testing.T) {
+	attacks := []struct {
+		name string
+		run  func(t *testing.T, c *contended)
+	}{
+		{"ok-to-join with a taken ID, in the server's name", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			c.hitEach(h, func(x *simtest.Host) []wire.Message {
+				return []wire.Message{&wire.OkToJoin{T: x.Node.T(), Next: x.Node.T() + 1, Epoch: x.Node.Epoch(), Inc: 0xbad, ID: c.holder.Node.ID(), Addr: rogue, Members: 5}}
+			})
+		}},
+		{"ok-to-join with a taken ID, from sender 0", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			h.From, h.Inc = 0, 0x5eedf00d
+			c.hitEach(h, func(x *simtest.Host) []wire.Message {
+				return []wire.Message{&wire.OkToJoin{T: x.Node.T(), Next: x.Node.T() + 1, Epoch: x.Node.Epoch(), Inc: 0xbad, ID: c.holder.Node.ID(), Addr: rogue, Members: 5}}
+			})
+		}},
+		{"ok-to-join making the rogue a member and the server", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			c.hitEach(h, func(x *simtest.Host) []wire.Message {
+				at := x.Node.T()
+				return []wire.Message{
+					&wire.OkToJoin{T: at, Next: at + 1, Epoch: x.Node.Epoch(), Inc: 0xbad, ID: 6, Addr: rogue, Members: 6},
+					&wire.Sync{T: at + 1, Next: 6 * 64 * 1000, Epoch: x.Node.Epoch(), Backup: 6},
+				}
+			})
+		}},
+		{"sync to the last turn that fits in 64 bits", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			c.hitEach(h, func(x *simtest.Host) []wire.Message {
+				return []wire.Message{&wire.Sync{T: x.Node.T(), Next: math.MaxUint64 - 64, Epoch: x.Node.Epoch(), Backup: c.backup.Node.ID()}}
+			})
+		}},
+		{"sync moving T by a billion, in the server's name", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			c.hitEach(h, func(x *simtest.Host) []wire.Message {
+				return []wire.Message{&wire.Sync{T: x.Node.T(), Next: x.Node.T() + 1e9, Epoch: x.Node.Epoch(), Backup: c.backup.Node.ID()}}
+			})
+		}},
+		{"release in the holder's name", func(t *testing.T, c *contended) {
+			c.hit(memberHeader(c.holder), &wire.Release{Req: c.held.Req, Resource: "r", Token: c.held.Token})
+		}},
+		{"cancel in the waiter's name", func(t *testing.T, c *contended) {
+			c.hit(memberHeader(c.waiter), &wire.Cancel{Req: 1, Resource: "r"})
+		}},
+		{"left of the holder, in the server's name", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			c.hitEach(h, func(x *simtest.Host) []wire.Message {
+				return []wire.Message{&wire.Left{T: x.Node.T(), Next: x.Node.T() + 1, Epoch: x.Node.Epoch(), ID: c.holder.Node.ID()}}
+			})
+		}},
+		{"left of each member in its own name", func(t *testing.T, c *contended) {
+			c.hitEach(memberHeader(c.srv), func(x *simtest.Host) []wire.Message {
+				return []wire.Message{&wire.Left{T: x.Node.T(), Next: x.Node.T() + 1, Epoch: x.Node.Epoch(), ID: x.Node.ID()}}
+			})
+		}},
+		{"leave request in the holder's name", func(t *testing.T, c *contended) {
+			c.hit(memberHeader(c.holder), &wire.LeaveRequest{})
+		}},
+		{"grant of the held lock to the waiter, from sender 0", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			h.From, h.Inc = 0, 0x5eedf00d
+			c.hitEach(h, func(x *simtest.Host) []wire.Message {
+				return []wire.Message{&wire.Grant{T: x.Node.T(), Next: x.Node.T() + 1, Epoch: x.Node.Epoch(), Node: c.waiter.Node.ID(), Req: 1, Resource: "r"}}
+			})
+		}},
+		{"decisions ahead of every member from an unknown sender", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			h.From, h.Inc = 99, 0x5eedf00d
+			h.T += 10
+			c.hitEach(h, func(x *simtest.Host) []wire.Message {
+				var out []wire.Message
+				for i := uint64(0); i < 5; i++ {
+					out = append(out, &wire.Grant{T: x.Node.T() + i, Next: x.Node.T() + i + 1, Epoch: x.Node.Epoch(), Node: c.waiter.Node.ID(), Req: 1, Resource: "r"})
+				}
+				return out
+			})
+		}},
+		{"state chunks sent unasked, in the server's name", func(t *testing.T, c *contended) {
+			c.hitEach(memberHeader(c.srv), func(x *simtest.Host) []wire.Message { return forgedState(x) })
+		}},
+		{"state chunks while a member repairs a gap, in the server's name", func(t *testing.T, c *contended) {
+			// The dangerous case: a member that lacks decisions does want a
+			// state. The server's decisions are lost to the waiter until
+			// it has noticed the gap.
+			blocked := true
+			c.s.Opt.Drop = func(d *simtest.Datagram) bool {
+				return blocked && d.To == c.waiter.Index && d.Packet.Messages[0].Kind().IsDecision()
+			}
+			acquire(t, c.s, c.backup, "other")
+			waitUntil(t, c.s, 200, "the waiter asks for what it lacks", func() bool { return c.waiter.Node.Stats().NaksSent > 0 })
+			for _, m := range forgedState(c.waiter) {
+				_ = c.waiter.Node.Step(rogue, memberHeader(c.srv), m)
+			}
+			c.s.Flush(c.waiter)
+			blocked = false
+		}},
+		{"state request from a non-member", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			h.From, h.Inc = 0, 0x5eedf00d
+			c.hit(h, &wire.StateRequest{}, &wire.Nak{From: 1, Count: 64})
+			h.From = 9 // an ID nobody has yet
+			c.hit(h, &wire.StateRequest{}, &wire.Nak{From: 1, Count: 64})
+		}},
+		{"join request naming a member's address", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			h.From, h.Inc = 0, 0x5eedf00d
+			c.hit(h, &wire.JoinRequest{Inc: 0x5eedf00d, Addr: c.holder.Addr})
+		}},
+		{"join request with a member's incarnation", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			h.From, h.Inc = 0, c.holder.Node.Inc()
+			c.hit(h, &wire.JoinRequest{Inc: c.holder.Node.Inc(), Addr: rogue})
+		}},
+		{"greetings, pings, claims and votes in members' names", func(t *testing.T, c *contended) {
+			h := memberHeader(c.srv)
+			c.hit(h, &wire.Ping{Turn: 1, Probe: 999, Reachable: 1}, &wire.Claim{Epoch: h.Epoch + 1})
+			c.hit(memberHeader(c.backup), &wire.Vote{Epoch: h.Epoch + 1, Granted: true}, &wire.Ack{}, &wire.Greeting{Newcomer: 6})
+			c.hit(memberHeader(c.holder), &wire.PingReply{Turn: 1, Probe: 1}, &wire.AckRequest{T: 1}, &wire.NotMember{})
+		}},
+	}
+	for i, a := range attacks {
+		t.Run(a.name, func(t *testing.T) {
+			c := newContended(t, int64(301+i))
+			a.run(t, c)
+			c.unharmed(t)
+		})
+	}
+}
+
+// forgedState is a state transfer that lists x and the rogue, with nobody
+// holding anything: installed, it would free the lock in use.
+func forgedState(x *simtest.Host) []wire.Message {
+	codec, _ := wire.NewCodec(wire.DefaultLimits())
+	snap := &wire.Snapshot{Instance: x.Node.Instance(), T: x.Node.T() + 100, NextID: 7, Params: x.Node.Params(),
+		Epoch: x.Node.Epoch(), Epochs: []wire.EpochMark{{Epoch: x.Node.Epoch(), T: 1}},
+		Members: []wire.MemberState{{ID: x.Node.ID(), Inc: x.Node.Inc(), Addr: x.Addr}, {ID: 6, Inc: 0xbad, Addr: rogue}}}
+	slices.SortFunc(snap.Members, func(a, b wire.MemberState) int { return int(a.ID) - int(b.ID) })
+	data, err := codec.EncodeSnapshot(snap)
+	if err != nil {
+		panic(err)
+	}
+	return []wire.Message{&wire.StateChunk{T: snap.T, Index: 0, Count: 1, Data: data}}
+}
+
+// nextTurn is the Next of a decision at T that changes the view to "view"
+// and leaves the turn with "to": what wantNext computes.
+func nextTurn(t *testing.T, view []wire.NodeID, to wire.NodeID, after uint64) uint64 {
+	t.Helper()
+	sched, err := clock.NewSchedule(view, arbiter.DefaultConfig().Params.TurnLength)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, ok := sched.NextTurn(to, after)
+	if !ok {
+		t.Fatal("no next turn")
+	}
+	return next
+}
+
+// A member that is told it left, though it is alive and did not ask to
+// leave, must not stop serving for good: it reports itself removed (the
+// runtime then rejoins as a new incarnation, and logs why). Here the Left
+// comes with the server's sender fields from the server's own address (the
+// spoofed source a group key alone rules out), and the victim is the
+// holder of a lock: it gives the lock up at once.
+func TestToldItLeftWhileAliveItReportsRemoval(t *testing.T) {
+	c := newContended(t, 331)
+	victim := c.holder
+	var view []wire.NodeID
+	for _, m := range victim.Node.Members() {
+		if m.ID != victim.Node.ID() {
+			view = append(view, m.ID)
+		}
+	}
+	at := victim.Node.T()
+	left := &wire.Left{T: at, Next: nextTurn(t, view, c.srv.Node.ID(), at+1), Epoch: victim.Node.Epoch(), ID: victim.Node.ID()}
+	if err := victim.Node.Step(c.srv.Addr, memberHeader(c.srv), left); err != nil {
+		t.Fatal(err)
+	}
+	c.s.Flush(victim)
+	if !victim.Node.Stopped() || !hasEvent(victim, arbiter.EventRemoved) || hasEvent(victim, arbiter.EventLeft) {
+		t.Fatalf("the victim did not report its removal: stopped %v, events %v", victim.Node.Stopped(), victim.Events)
+	}
+	i := slices.IndexFunc(victim.Events, func(e arbiter.Event) bool { return e.Kind == arbiter.EventRemoved })
+	if e := victim.Events[i]; !strings.Contains(e.Reason, "did not ask") {
+		t.Errorf("reason %q does not say the node did not ask to leave", e.Reason)
+	}
+	if holds(victim, "r") || !hasEvent(victim, arbiter.EventLost) {
+		t.Error("the victim kept the lock it held")
+	}
+}
+
+// A member cut off for longer than the lease is removed; its log window
+// long gone by the time it can reach the group again, it asks for the
+// decisions it missed as a member. It is told that it is none, and reports
+// itself removed (the runtime rejoins), instead of waiting forever as a
+// member of a group that no longer lists it.
+func TestRemovedNodeThatMissedItsRemovalLearnsIt(t *testing.T) {
+	s := newGroup(t, 4, 337, func(c *arbiter.Config) { c.LogWindow = 64 })
+	_, _, others := roles(t, s)
+	victim := others[0]
+	s.Partition([]int{victim.Index}, nil)
+	for _, h := range s.Hosts {
+		if h != victim {
+			s.Cut(victim.Index, h.Index)
+			s.Cut(h.Index, victim.Index)
+		}
+	}
+	waitUntil(t, s, 3000, "the group removed the victim", func() bool {
+		srv := server(s)
+		return srv != nil && len(srv.Node.Members()) == 3
+	})
+	busy(t, s, 2) // the window moves on
+	s.Heal()
+	waitUntil(t, s, 1000, "the victim learns it was removed", func() bool { return hasEvent(victim, arbiter.EventRemoved) })
+	checkClean(t, s)
+}
+
+// Every member but the server refuses the decision at its T (here a grant
+// the state would decide otherwise, in the server's name and from its
+// address, as a bug in the server would make it), and the server dies at
+// once. No member's state is then sound enough to serve a state transfer,
+// and none had the decision; the group must still recover: the members,
+// whose states are sound up to that T, take over from there, and the
+// refused decision is not in the new epoch's log.
+func TestSuspectMembersRecoverWithoutTheServer(t *testing.T) {
+	c := newContended(t, 347)
+	for _, x := range c.s.Hosts {
+		if x == c.srv {
+			continue
+		}
+		at := x.Node.T()
+		bad := &wire.Grant{T: at, Next: at + 1, Epoch: x.Node.Epoch(), Node: c.waiter.Node.ID(), Req: 99, Resource: "r", Queued: false}
+		_ = x.Node.Step(c.srv.Addr, memberHeader(c.srv), bad)
+		if x.Node.Stats().Divergence == 0 {
+			t.Fatalf("h%d applied a grant of a held lock", x.Index)
+		}
+	}
+	c.s.Crash(c.srv.Index)
+	waitUntil(t, c.s, 1000, "a takeover", func() bool { return server(c.s) != nil && server(c.s) != c.srv })
+	if err := c.holder.Node.Release("r"); err != nil {
+		t.Fatal(err)
+	}
+	c.s.Check.Released(c.holder, "r")
+	c.s.Flush(c.holder)
+	waitUntil(t, c.s, 1000, "the waiter granted r", func() bool { return holds(c.waiter, "r") })
+	for _, v := range c.s.Check.Violations {
+		t.Error(v)
+	}
+}

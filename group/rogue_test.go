@@ -1,0 +1,439 @@
+package group_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/internal/netns"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// A rogue sender on the LAN: it joins the multicast group, reads every
+// header (each member's ID, incarnation, T and epochs, the server's too) and
+// every decision, and sends well-framed datagrams built with the wire
+// package from its own address. It knows no key and cannot send from a
+// member's address.
+type rogueSender struct {
+	t     *testing.T
+	tr    *group.UDP
+	codec *wire.Codec
+
+	mu      sync.Mutex
+	headers map[wire.NodeID]wire.Header
+	addrs   map[wire.NodeID]string
+	grants  map[wire.NodeID]*wire.Grant // the last grant of "held" to each member
+	got     []wire.Kind                 // what members sent the rogue's own address
+}
+
+func newRogue(t *testing.T, cfg group.Config) *rogueSender {
+	t.Helper()
+	ifi, err := net.InterfaceByName(cfg.Interface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := group.ListenUDP(group.UDPConfig{Group: netip.MustParseAddrPort(cfg.Address), Interface: ifi, Loopback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	codec, _ := wire.NewCodec(wire.DefaultLimits())
+	r := &rogueSender{t: t, tr: tr, codec: codec, headers: map[wire.NodeID]wire.Header{},
+		addrs: map[wire.NodeID]string{}, grants: map[wire.NodeID]*wire.Grant{}}
+	go r.listen()
+	return r
+}
+
+func (r *rogueSender) listen() {
+	for p := range r.tr.Packets() {
+		if p.Source == r.tr.LocalAddr() {
+			continue
+		}
+		pkt, err := r.codec.Decode(p.Data)
+		if err != nil || pkt.From == 0 {
+			continue
+		}
+		r.mu.Lock()
+		r.headers[pkt.From], r.addrs[pkt.From] = pkt.Header, p.Source
+		for _, m := range pkt.Messages {
+			if g, ok := m.(*wire.Grant); ok && g.Resource == "held" {
+				r.grants[g.Node] = g
+			}
+			if !p.Multicast {
+				r.got = append(r.got, m.Kind())
+			}
+		}
+		r.mu.Unlock()
+	}
+}
+
+// header returns the last header member id sent with.
+func (r *rogueSender) header(id wire.NodeID) wire.Header {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.headers[id]
+	if !ok {
+		r.t.Fatalf("the rogue has seen nothing from node %d", id)
+	}
+	return h
+}
+
+func (r *rogueSender) addr(id wire.NodeID) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.addrs[id]
+}
+
+// send sends msgs under h, to addr ("" multicasts).
+func (r *rogueSender) send(addr string, h wire.Header, msgs ...wire.Message) {
+	data, err := r.codec.Pack(h, msgs)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.sendRaw(addr, data...)
+}
+
+func (r *rogueSender) sendRaw(addr string, data ...[]byte) {
+	batch := make([]group.Datagram, len(data))
+	for i, d := range data {
+		batch[i] = group.Datagram{To: addr, Data: d}
+	}
+	if err := r.tr.Send(batch); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// randomPayloads returns n datagrams behind a valid header h, each with one
+// message of a random kind whose body is a msgpack array of random numbers:
+// most decode into a message with nonsense in every field.
+func randomPayloads(h wire.Header, n int, rng *rand.Rand) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		var body []byte
+		fields := 1 + rng.Intn(9)
+		body = append(body, 0x90|byte(fields))
+		for f := 0; f < fields; f++ {
+			switch rng.Intn(3) {
+			case 0:
+				body = append(body, byte(rng.Intn(128)))
+			case 1:
+				body = binary.BigEndian.AppendUint64(append(body, 0xcf), rng.Uint64())
+			default:
+				body = append(body, 0xc3) // true
+			}
+		}
+		d := wire.AppendHeader(nil, h)
+		d = append(d, byte(1+rng.Intn(int(wire.KindNotMember))))
+		d = binary.AppendUvarint(d, uint64(len(body)))
+		out[i] = append(d, body...)
+	}
+	return out
+}
+
+// forgedSnapshot is a state in which nobody holds anything and the rogue
+// is a member: installed, it would free the lock in use.
+func forgedSnapshot(t *testing.T, h wire.Header, victim group.Member, rogueAddr string) []wire.Message {
+	codec, _ := wire.NewCodec(wire.DefaultLimits())
+	snap := &wire.Snapshot{Instance: h.Instance, T: h.T + 1000, NextID: victim.ID + 2,
+		Params: wire.Params{TurnLength: 64, MaxMembers: 64, LeaseTicks: 1000, LeaseMarginTicks: 100, TickMicros: 1000, TakeoverTicks: 100},
+		Epoch:  h.LogEpoch, Epochs: []wire.EpochMark{{Epoch: h.LogEpoch, T: 1}},
+		Members: []wire.MemberState{{ID: victim.ID, Inc: victim.Inc, Addr: victim.Addr}, {ID: victim.ID + 1, Inc: 0xbad, Addr: rogueAddr}}}
+	data, err := codec.EncodeSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []wire.Message{&wire.StateChunk{T: snap.T, Index: 0, Count: 1, Data: data}}
+}
+
+// TestRogueSender runs every attack of the hostile-datagram table against
+// three nodes over real UDP multicast (in a private network namespace),
+// while one member holds a lock the whole time with another queued for it,
+// and all three take a second lock in turn. No attack may crash a node,
+// give a lock to two holders, stop the grants for longer than grantBound,
+// make a member leave, rejoin or suspect its state, or change the view; each
+// must be counted as a drop; and the members agree afterwards.
+func TestRogueSender(t *testing.T) {
+	if !netns.Isolate(t) {
+		return
+	}
+	const grantBound = 3 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := group.DefaultLocalConfig()
+	cfg.Name = "rogue-test"
+	var gs []*group.Group
+	for i := 0; i < 3; i++ {
+		g, err := group.Join(ctx, cfg)
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		defer g.Close()
+		gs = append(gs, g)
+	}
+	rogue := newRogue(t, cfg)
+
+	// The lock in use: gs[0] holds "held" throughout; gs[1] waits for it.
+	held, err := gs[0].Acquire(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var released atomic.Bool
+	waiterGot := make(chan error, 1)
+	waiterCtx, stopWaiter := context.WithCancel(ctx)
+	defer stopWaiter()
+	go func() {
+		l, err := gs[1].Acquire(waiterCtx, "held")
+		if err == nil {
+			defer l.Release()
+			if !released.Load() {
+				err = fmt.Errorf("granted %q (token %d) while its holder still holds it (token %d)", "held", l.Token(), held.Token())
+			}
+		}
+		waiterGot <- err
+	}()
+
+	// The grants that must keep flowing: every node takes "r" in turn.
+	type interval struct{ from, to time.Time }
+	var mu sync.Mutex
+	var spans []interval
+	var entries atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i, g := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := g.Acquire(ctx, "r")
+				if err != nil {
+					t.Errorf("node %d: Acquire: %v", i, err)
+					return
+				}
+				from := time.Now()
+				time.Sleep(time.Millisecond)
+				to := time.Now()
+				if l.Err() != nil {
+					t.Errorf("node %d lost r while holding it: %v", i, l.Err())
+				}
+				_ = l.Release()
+				mu.Lock()
+				spans = append(spans, interval{from, to})
+				mu.Unlock()
+				entries.Add(1)
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+
+	st0, err := gs[0].Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := st0.Members
+	self := func(g *group.Group) group.Member {
+		st, _ := g.Status()
+		for _, m := range members {
+			if m.ID == st.Self {
+				return m
+			}
+		}
+		t.Fatal("a node is not in the view")
+		return group.Member{}
+	}
+	holder, waiter := self(gs[0]), self(gs[1])
+	server := func() wire.NodeID {
+		st, err := gs[0].Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Server
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(grantBound)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within %v: %s", grantBound, what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("the rogue has heard every member", func() bool {
+		rogue.mu.Lock()
+		defer rogue.mu.Unlock()
+		return len(rogue.headers) == 3 && rogue.grants[holder.ID] != nil
+	})
+	dropped := func() uint64 {
+		var n uint64
+		for _, g := range gs {
+			st, err := g.Status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for reason, k := range st.Stats.Drops {
+				if reason != group.DropDuplicate {
+					n += k
+				}
+			}
+		}
+		return n
+	}
+	rng := rand.New(rand.NewSource(1))
+	attacks := []struct {
+		name string
+		run  func()
+	}{
+		{"ok-to-join with a taken ID, in the server's name", func() {
+			h := rogue.header(server())
+			rogue.send("", h, &wire.OkToJoin{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, Inc: 0xbad, ID: holder.ID, Addr: rogue.tr.LocalAddr(), Members: 3})
+		}},
+		{"ok-to-join with a taken ID, from sender 0", func() {
+			h := rogue.header(server())
+			h.From, h.Inc = 0, rng.Uint64()
+			rogue.send("", h, &wire.OkToJoin{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, Inc: 0xbad, ID: holder.ID, Addr: rogue.tr.LocalAddr(), Members: 3})
+		}},
+		{"sync to the last turn that fits in 64 bits", func() {
+			h := rogue.header(server())
+			rogue.send("", h, &wire.Sync{T: h.T, Next: math.MaxUint64 - 64, Epoch: h.LogEpoch, Backup: holder.ID})
+		}},
+		{"sync moving T by a billion", func() {
+			h := rogue.header(server())
+			rogue.send("", h, &wire.Sync{T: h.T, Next: h.T + 1e9, Epoch: h.LogEpoch, Backup: holder.ID})
+		}},
+		{"release in the holder's name", func() {
+			rogue.mu.Lock()
+			g := rogue.grants[holder.ID]
+			rogue.mu.Unlock()
+			rogue.send("", rogue.header(holder.ID), &wire.Release{Req: g.Req, Resource: "held", Token: held.Token()})
+		}},
+		{"left of the holder, in the server's name", func() {
+			h := rogue.header(server())
+			rogue.send("", h, &wire.Left{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, ID: holder.ID})
+		}},
+		{"left of a member, to that member, in its own name", func() {
+			for _, m := range members {
+				h := rogue.header(m.ID)
+				rogue.send(m.Addr, h, &wire.Left{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, ID: m.ID})
+			}
+		}},
+		{"ok-to-join making the rogue a member and the server", func() {
+			h := rogue.header(server())
+			rogue.send("", h,
+				&wire.OkToJoin{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, Inc: 0xbad, ID: 9, Addr: rogue.tr.LocalAddr(), Members: 4},
+				&wire.Sync{T: h.T + 1, Next: h.T + 64*4, Epoch: h.LogEpoch, Backup: 9})
+		}},
+		{"state chunks sent unasked to the holder", func() {
+			rogue.send(holder.Addr, rogue.header(server()), forgedSnapshot(t, rogue.header(server()), holder, rogue.tr.LocalAddr())...)
+		}},
+		{"grant of the held lock to the waiter, from sender 0", func() {
+			h := rogue.header(server())
+			h.From, h.Inc = 0, rng.Uint64()
+			rogue.send("", h, &wire.Grant{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, Node: waiter.ID, Req: 1, Resource: "held"})
+		}},
+		{"10,000 random payloads behind a valid header", func() {
+			data := randomPayloads(rogue.header(server()), 10000, rng)
+			for len(data) > 0 {
+				k := min(len(data), 64)
+				rogue.sendRaw("", data[:k]...)
+				data = data[k:]
+				time.Sleep(time.Millisecond) // a flood the socket buffers can take
+			}
+		}},
+		{"state request from a non-member", func() {
+			h := rogue.header(server())
+			h.From, h.Inc = 0, rng.Uint64()
+			for _, m := range members {
+				rogue.send(m.Addr, h, &wire.StateRequest{}, &wire.Nak{From: 1, Count: 64})
+			}
+		}},
+	}
+	for _, a := range attacks {
+		before, drops := entries.Load(), dropped()
+		a.run()
+		waitFor(a.name+": grants flow on", func() bool { return entries.Load() >= before+5 })
+		waitFor(a.name+": counted as a drop", func() bool { return dropped() > drops })
+		select {
+		case err := <-waiterGot:
+			t.Fatalf("%s: the waiter's Acquire ended: %v", a.name, err)
+		default:
+		}
+		if held.Err() != nil {
+			t.Fatalf("%s: the holder lost the lock: %v", a.name, held.Err())
+		}
+		t.Logf("%s: no effect; %d drops counted", a.name, dropped()-drops)
+	}
+
+	// The holder releases at last: the waiter gets the lock.
+	released.Store(true)
+	if err := held.Release(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waiterGot:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(grantBound):
+		t.Fatal("the waiter was not granted the lock its holder released")
+	}
+	close(stop)
+	wg.Wait()
+	stop = make(chan struct{})
+
+	mu.Lock()
+	slices.SortFunc(spans, func(a, b interval) int { return a.from.Compare(b.from) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].from.Before(spans[i-1].to) {
+			t.Errorf("two holders of r: %v–%v and %v–%v", spans[i-1].from, spans[i-1].to, spans[i].from, spans[i].to)
+		}
+	}
+	mu.Unlock()
+	waitFor("every member agrees", func() bool {
+		var sts []group.Status
+		for _, g := range gs {
+			st, err := g.Status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sts = append(sts, st)
+		}
+		for _, st := range sts[1:] {
+			if st.T != sts[0].T || st.Digest != sts[0].Digest || len(st.Members) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	for i, g := range gs {
+		st, _ := g.Status()
+		m := st.Stats.Machine
+		if st.Stats.Rejoins != 0 || m.Divergence != 0 || m.Truncated != 0 || m.Snapshots > 1 {
+			t.Errorf("node %d was disturbed: %d rejoins, %d divergences, %d truncations, %d state transfers installed",
+				i, st.Stats.Rejoins, m.Divergence, m.Truncated, m.Snapshots)
+		}
+		t.Logf("node %d drops: %v", st.Self, st.Stats.Drops)
+	}
+	rogue.mu.Lock()
+	if slices.Contains(rogue.got, wire.KindStateChunk) {
+		t.Error("a member sent its state to the rogue")
+	}
+	rogue.mu.Unlock()
+}
