@@ -34,6 +34,7 @@ fuzz:
 	$(GO) test ./quorumfallback/qnet -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s
 	$(GO) test ./quorumfallback/protocols -run '^$$' -fuzz FuzzMachineStep -fuzztime 30s
 	$(GO) test ./arbiter -run '^$$' -fuzz FuzzStep -fuzztime 60s
+	$(GO) test ./seal -run '^$$' -fuzz FuzzOpen -fuzztime 30s
 
 # The multicast arbiter against every quorum protocol, side by side (a few
 # minutes; docs/BENCHMARKS.md shows one run). Add flags with ARGS=...

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/seal"
 	"github.com/mcnode/mcnode/wire"
 )
 
@@ -87,6 +88,12 @@ type Config struct {
 
 	// MaxDatagram is the largest datagram sent or accepted, in bytes.
 	MaxDatagram int
+	// Keys, if any, are the group keys: every datagram is sealed with the
+	// first (authenticated and encrypted, see package seal), and only
+	// datagrams sealed with one of them are accepted. Every member of a
+	// group must hold the key its members seal with. Without keys, nothing
+	// is sealed, and sealed datagrams are dropped.
+	Keys []seal.Key
 
 	// TimestampFile, if set, keeps the highest group timestamp this node
 	// has seen, so that a group this node founds after the whole group
@@ -211,6 +218,13 @@ func (c *Config) Validate() error {
 	if c.MaxDatagram < 512 || c.MaxDatagram > wire.MaxUDPPayload {
 		return bad("MaxDatagram %d not in [512, %d]", c.MaxDatagram, wire.MaxUDPPayload)
 	}
+	for i, k := range c.Keys {
+		for _, o := range c.Keys[:i] {
+			if o.ID() == k.ID() {
+				return bad("Keys holds key %s twice", seal.FormatID(k.ID()))
+			}
+		}
+	}
 	if c.RetryInterval < 2*c.Tick {
 		return bad("RetryInterval %v must be at least two ticks (%v)", c.RetryInterval, 2*c.Tick)
 	}
@@ -251,7 +265,7 @@ func (c *Config) machine(inc uint64, addr string, firstT uint64) (arbiter.Config
 	m.Group = wire.GroupID(c.Name)
 	m.Inc = inc
 	m.Addr = addr
-	m.Limits.MaxDatagram = c.MaxDatagram
+	m.Limits = limits(*c)
 	m.Params = wire.Params{
 		TurnLength:       uint64(c.TurnLength),
 		MaxMembers:       uint32(c.MaxMembers),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcnode/mcnode/arbiter"
 	"github.com/mcnode/mcnode/group/fence"
+	"github.com/mcnode/mcnode/seal"
 	"github.com/mcnode/mcnode/wire"
 )
 
@@ -130,6 +131,13 @@ type Group struct {
 	// aboveSeen is the timestamp read from cfg.TimestampFile when a group
 	// founded here starts above it rather than at the wall clock.
 	aboveSeen uint64
+	// ring holds the group keys (nil without); sealSeq numbers the
+	// datagrams sealed, over every incarnation of this process (the nonce
+	// is the incarnation and this number). warnedKey: the log said once that
+	// sealed datagrams arrive and this node has no key.
+	ring      *seal.Ring
+	sealSeq   uint64
+	warnedKey bool
 	// leaseEnd is when this node's lease runs out unless renewed, in
 	// nanoseconds of the Clock's time; leases read it without a round trip
 	// to the loop.
@@ -148,7 +156,11 @@ type Stats struct {
 	Entries       uint64 // resources granted to this node
 	Rejoins       uint64 // times this node was removed and rejoined
 	OtherInstance uint64 // datagrams from a separately founded run of this group: dropped
-	Machine       arbiter.Stats
+	// With a group key: datagrams dropped because they were not sealed,
+	// sealed with a key this node lacks, did not authenticate, or had been
+	// taken before; without one, sealed datagrams (NeedsKey).
+	Unsealed, UnknownKey, BadMAC, Replayed, NeedsKey uint64
+	Machine                                          arbiter.Stats
 	// Drops counts every datagram or message dropped, by reason (the Drop
 	// constants), the transport's included; Status fills it in.
 	Drops map[string]uint64
@@ -170,6 +182,11 @@ const (
 	DropBadState      = "bad-state"      // a state transfer that did not decode or match its digest
 	DropDuplicate     = "duplicate"      // a decision already applied
 	DropTooMany       = "too-many-locks" // a request for a new lock with every slot in use
+	DropUnsealed      = "unsealed"       // not sealed, and this group has a key
+	DropUnknownKey    = "unknown-key"    // sealed with a key this node does not hold
+	DropBadMAC        = "bad-mac"        // does not authenticate under its key
+	DropReplay        = "replay"         // sealed, and taken before
+	DropNeedsKey      = "needs-key"      // sealed, and this node has no key
 )
 
 // drops gathers every drop counter by reason, zero counts left out.
@@ -179,6 +196,8 @@ func (g *Group) drops() map[string]uint64 {
 		DropMalformed: g.stats.Malformed, DropForeignGroup: g.stats.Foreign, DropOtherInstance: g.stats.OtherInstance,
 		DropForged: m.Forged, DropStale: m.Stale, DropNotMember: m.NotMember, DropNotServer: m.NotServer,
 		DropUnasked: m.Unasked, DropBadState: m.BadSnapshots, DropDuplicate: m.Duplicates, DropTooMany: m.TooMany,
+		DropUnsealed: g.stats.Unsealed, DropUnknownKey: g.stats.UnknownKey, DropBadMAC: g.stats.BadMAC,
+		DropReplay: g.stats.Replayed, DropNeedsKey: g.stats.NeedsKey,
 	}
 	if dc, ok := g.tr.(DropCounter); ok {
 		for k, v := range dc.Drops() {
@@ -227,6 +246,9 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 	if g.clock == nil {
 		g.clock = BootClock{}
 	}
+	if len(cfg.Keys) > 0 {
+		g.ring = seal.NewRing(cfg.Keys[0], cfg.Keys[1:]...)
+	}
 	if err := g.newNode(cfg.Bootstrap); err != nil {
 		tr.Close()
 		return nil, err
@@ -249,9 +271,14 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 	}
 }
 
+// limits are the codec's: with a key, a datagram's messages leave room
+// for what sealing adds.
 func limits(cfg Config) wire.Limits {
 	l := wire.DefaultLimits()
 	l.MaxDatagram = cfg.MaxDatagram
+	if len(cfg.Keys) > 0 {
+		l.MaxDatagram -= seal.Overhead
+	}
 	return l
 }
 
@@ -407,7 +434,20 @@ func (g *Group) run() {
 // receive decodes one datagram and steps its messages.
 func (g *Group) receive(p Packet) {
 	g.stats.Received++
+	if g.ring != nil {
+		if !g.open(&p) {
+			return
+		}
+	}
 	h, err := wire.DecodeHeader(p.Data)
+	if errors.Is(err, wire.ErrSealed) {
+		g.stats.NeedsKey++
+		if !g.warnedKey {
+			g.warnedKey = true
+			g.log.Error().Str("from", p.Source).Msg("datagrams sealed with a group key reach this node, which has none: if they are this group's, give this node the group's key file (--keyfile)")
+		}
+		return
+	}
 	if err == nil && h.Group != g.id {
 		g.stats.Foreign++
 		return
@@ -432,6 +472,32 @@ func (g *Group) receive(p Packet) {
 			return
 		}
 	}
+}
+
+// open authenticates and decrypts a datagram with the group key, in place,
+// and reports whether it may go on; what may not is counted by reason.
+func (g *Group) open(p *Packet) bool {
+	if grp, ok := wire.PeekGroup(p.Data); ok && grp != g.id {
+		g.stats.Foreign++ // no decryption spent on another group's datagrams
+		return false
+	}
+	plain, err := g.ring.Open(p.Data)
+	switch {
+	case err == nil:
+		p.Data = plain
+		return true
+	case errors.Is(err, seal.ErrUnsealed):
+		g.stats.Unsealed++
+	case errors.Is(err, seal.ErrUnknownKey):
+		g.stats.UnknownKey++
+	case errors.Is(err, seal.ErrReplay):
+		g.stats.Replayed++
+	case errors.Is(err, seal.ErrBadMAC):
+		g.stats.BadMAC++
+	default:
+		g.stats.Malformed++
+	}
+	return false
 }
 
 // flush sends what the machine produced and handles its events, until it
@@ -488,6 +554,15 @@ func (g *Group) send(rd arbiter.Ready) {
 		}
 		to := msgs[i].Addr
 		err := g.codec.PackEach(rd.Header, g.pending, func(data []byte, p *wire.Packet) {
+			if g.ring != nil {
+				g.sealSeq++
+				sealed, err := g.ring.Seal(nil, data, g.sealSeq)
+				if err != nil {
+					g.log.Error().Err(err).Msg("could not seal a datagram; it was not sent")
+					return
+				}
+				data = sealed
+			}
 			g.batch = append(g.batch, Datagram{To: to, Data: data})
 			g.stats.Sent[wire.Classify(p, to == "")]++
 			g.stats.SentBytes += uint64(len(data))
@@ -867,3 +942,65 @@ func (g *Group) releaseAllLocal(err error) {
 }
 
 func sortedNames[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// ErrNoKey is returned by the key operations of a group started without
+// keys: a group is keyed or not from its first datagram on.
+var ErrNoKey = errors.New("group: this node has no group key (start it with Config.Keys)")
+
+// InstallKey adds a group key that this node accepts from now on; it still
+// seals with its primary key. To rotate keys without losing a datagram:
+// install the new key on every member, then UseKey on every member, then
+// RemoveKey the old one on every member.
+func (g *Group) InstallKey(k seal.Key) error {
+	return g.call(context.Background(), func() error {
+		if g.ring == nil {
+			return ErrNoKey
+		}
+		g.ring.Install(k)
+		g.log.Info().Str("key", seal.FormatID(k.ID())).Msg("group key installed")
+		return nil
+	})
+}
+
+// UseKey makes the installed key with this ID the one this node seals with.
+func (g *Group) UseKey(id uint32) error {
+	return g.call(context.Background(), func() error {
+		if g.ring == nil {
+			return ErrNoKey
+		}
+		if err := g.ring.Use(id); err != nil {
+			return err
+		}
+		g.log.Info().Str("key", seal.FormatID(id)).Msg("sealing with another group key")
+		return nil
+	})
+}
+
+// RemoveKey drops an installed key that is not the primary: datagrams
+// sealed with it are refused from now on.
+func (g *Group) RemoveKey(id uint32) error {
+	return g.call(context.Background(), func() error {
+		if g.ring == nil {
+			return ErrNoKey
+		}
+		if err := g.ring.Remove(id); err != nil {
+			return err
+		}
+		g.log.Info().Str("key", seal.FormatID(id)).Msg("group key removed")
+		return nil
+	})
+}
+
+// Keys returns the IDs of the installed group keys, the primary first.
+func (g *Group) Keys() ([]uint32, error) {
+	return ask(g, func() []uint32 {
+		if g.ring == nil {
+			return nil
+		}
+		var ids []uint32
+		for _, k := range g.ring.Keys() {
+			ids = append(ids, k.ID())
+		}
+		return ids
+	})
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/internal/netns"
+	"github.com/mcnode/mcnode/seal"
 	"github.com/mcnode/mcnode/wire"
 )
 
@@ -29,11 +30,12 @@ type rogueSender struct {
 	tr    *group.UDP
 	codec *wire.Codec
 
-	mu      sync.Mutex
-	headers map[wire.NodeID]wire.Header
-	addrs   map[wire.NodeID]string
-	grants  map[wire.NodeID]*wire.Grant // the last grant of "held" to each member
-	got     []wire.Kind                 // what members sent the rogue's own address
+	mu       sync.Mutex
+	headers  map[wire.NodeID]wire.Header
+	addrs    map[wire.NodeID]string
+	grants   map[wire.NodeID]*wire.Grant // the last grant of "held" to each member (none with a key)
+	got      []wire.Kind                 // what members sent the rogue's own address
+	captured [][]byte                    // the last sealed datagrams of the members, as sent
 }
 
 func newRogue(t *testing.T, cfg group.Config) *rogueSender {
@@ -57,6 +59,22 @@ func newRogue(t *testing.T, cfg group.Config) *rogueSender {
 func (r *rogueSender) listen() {
 	for p := range r.tr.Packets() {
 		if p.Source == r.tr.LocalAddr() {
+			continue
+		}
+		if len(p.Data) >= wire.HeaderLen && wire.IsSealed(p.Data) {
+			// Sealed: the header is readable, the messages are not.
+			h := append([]byte(nil), p.Data[:wire.HeaderLen]...)
+			wire.SetSealed(h, false)
+			hdr, err := wire.DecodeHeader(h)
+			if err != nil || hdr.From == 0 {
+				continue
+			}
+			r.mu.Lock()
+			r.headers[hdr.From], r.addrs[hdr.From] = hdr, p.Source
+			if r.captured = append(r.captured, p.Data); len(r.captured) > 256 {
+				r.captured = r.captured[1:]
+			}
+			r.mu.Unlock()
 			continue
 		}
 		pkt, err := r.codec.Decode(p.Data)
@@ -162,15 +180,32 @@ func forgedSnapshot(t *testing.T, h wire.Header, victim group.Member, rogueAddr 
 // give a lock to two holders, stop the grants for longer than grantBound,
 // make a member leave, rejoin or suspect its state, or change the view; each
 // must be counted as a drop; and the members agree afterwards.
+//
+// It runs twice: without a group key, and with one, where the rogue, which
+// lacks the key, also replays and tampers with the sealed datagrams it
+// captured, and seals with a key of its own; there every attack must be
+// counted by a drop reason of the envelope.
 func TestRogueSender(t *testing.T) {
 	if !netns.Isolate(t) {
 		return
 	}
+	t.Run("no key", func(t *testing.T) { rogueRun(t, nil, "239.192.77.3:7946") })
+	key, err := seal.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("group key", func(t *testing.T) { rogueRun(t, []seal.Key{key}, "239.192.77.4:7946") })
+}
+
+func rogueRun(t *testing.T, keys []seal.Key, address string) {
 	const grantBound = 3 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := group.DefaultLocalConfig()
 	cfg.Name = "rogue-test"
+	cfg.Address = address
+	cfg.Keys = keys
+	keyed := len(keys) > 0
 	var gs []*group.Group
 	for i := 0; i < 3; i++ {
 		g, err := group.Join(ctx, cfg)
@@ -279,8 +314,10 @@ func TestRogueSender(t *testing.T) {
 	waitFor("the rogue has heard every member", func() bool {
 		rogue.mu.Lock()
 		defer rogue.mu.Unlock()
-		return len(rogue.headers) == 3 && rogue.grants[holder.ID] != nil
+		return len(rogue.headers) == 3 && (keyed || rogue.grants[holder.ID] != nil)
 	})
+	// With a key, every attack must be dropped by the envelope.
+	envelope := []string{group.DropUnsealed, group.DropUnknownKey, group.DropBadMAC, group.DropReplay}
 	dropped := func() uint64 {
 		var n uint64
 		for _, g := range gs {
@@ -289,7 +326,7 @@ func TestRogueSender(t *testing.T) {
 				t.Fatal(err)
 			}
 			for reason, k := range st.Stats.Drops {
-				if reason != group.DropDuplicate {
+				if reason != group.DropDuplicate && (!keyed || slices.Contains(envelope, reason)) {
 					n += k
 				}
 			}
@@ -319,10 +356,13 @@ func TestRogueSender(t *testing.T) {
 			rogue.send("", h, &wire.Sync{T: h.T, Next: h.T + 1e9, Epoch: h.LogEpoch, Backup: holder.ID})
 		}},
 		{"release in the holder's name", func() {
+			req := uint64(1) // what the rogue cannot read under a key
 			rogue.mu.Lock()
-			g := rogue.grants[holder.ID]
+			if g := rogue.grants[holder.ID]; g != nil {
+				req = g.Req
+			}
 			rogue.mu.Unlock()
-			rogue.send("", rogue.header(holder.ID), &wire.Release{Req: g.Req, Resource: "held", Token: held.Token()})
+			rogue.send("", rogue.header(holder.ID), &wire.Release{Req: req, Resource: "held", Token: held.Token()})
 		}},
 		{"left of the holder, in the server's name", func() {
 			h := rogue.header(server())
@@ -364,6 +404,41 @@ func TestRogueSender(t *testing.T) {
 				rogue.send(m.Addr, h, &wire.StateRequest{}, &wire.Nak{From: 1, Count: 64})
 			}
 		}},
+	}
+	if keyed {
+		attacks = append(attacks, []struct {
+			name string
+			run  func()
+		}{
+			{"sealed datagrams captured and replayed", func() {
+				rogue.mu.Lock()
+				captured := slices.Clone(rogue.captured)
+				rogue.mu.Unlock()
+				rogue.sendRaw("", captured...)
+			}},
+			{"sealed datagrams captured and altered", func() {
+				rogue.mu.Lock()
+				captured := slices.Clone(rogue.captured)
+				rogue.mu.Unlock()
+				for _, d := range captured {
+					d = slices.Clone(d)
+					d[len(d)-20] ^= 0x01
+					rogue.sendRaw("", d)
+				}
+			}},
+			{"a release sealed with the rogue's own key", func() {
+				own, _ := seal.GenerateKey()
+				data, err := rogue.codec.Pack(rogue.header(holder.ID), []wire.Message{&wire.Release{Req: 1, Resource: "held", Token: held.Token()}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sealed, err := seal.NewRing(own).Seal(nil, data[0], 1<<40)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rogue.sendRaw("", sealed)
+			}},
+		}...)
 	}
 	for _, a := range attacks {
 		before, drops := entries.Load(), dropped()

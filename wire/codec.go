@@ -27,6 +27,9 @@ var (
 	ErrVersion = errors.New("wire: unsupported format version")
 	// ErrTooLarge means the datagram, or a message, exceeds MaxDatagram.
 	ErrTooLarge = errors.New("wire: datagram larger than the limit")
+	// ErrSealed means the datagram is sealed with a group key: open it
+	// with the key first (package seal).
+	ErrSealed = errors.New("wire: datagram sealed with a group key")
 	// ErrMalformed means a message's framing or encoding is broken.
 	ErrMalformed = errors.New("wire: malformed message")
 	// ErrLimit means a decoded value is over one of the Limits.
@@ -188,6 +191,31 @@ func (c *Codec) PackEach(h Header, msgs []Message, emit func(data []byte, p *Pac
 	return nil
 }
 
+// flagSealed, in the header's flags byte, marks a datagram sealed with a
+// group key (package seal): only a node with the key can read its messages.
+const flagSealed = 0x01
+
+// IsSealed reports whether a datagram (at least HeaderLen bytes) is sealed.
+func IsSealed(datagram []byte) bool { return datagram[3]&flagSealed != 0 }
+
+// SetSealed sets or clears the sealed flag of a header in place.
+func SetSealed(header []byte, sealed bool) {
+	if sealed {
+		header[3] |= flagSealed
+	} else {
+		header[3] &^= flagSealed
+	}
+}
+
+// PeekGroup returns the group ID of a datagram, sealed or not, if it is
+// long enough and of this wire version.
+func PeekGroup(b []byte) (uint64, bool) {
+	if len(b) < HeaderLen || b[0] != magic[0] || b[1] != magic[1] || b[2] != Version {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(b[4:]), true
+}
+
 // DecodeHeader decodes and checks the datagram header alone, so that a
 // receiver can drop foreign-group datagrams before decoding any message.
 func DecodeHeader(b []byte) (Header, error) {
@@ -199,6 +227,9 @@ func DecodeHeader(b []byte) (Header, error) {
 	}
 	if b[2] != Version {
 		return Header{}, &DecodeError{Offset: 2, Err: fmt.Errorf("%w %d (this node speaks %d)", ErrVersion, b[2], Version)}
+	}
+	if IsSealed(b) {
+		return Header{}, &DecodeError{Offset: 3, Err: ErrSealed}
 	}
 	return Header{
 		Group:    binary.BigEndian.Uint64(b[4:]),

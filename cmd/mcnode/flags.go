@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/seal"
 )
 
 // commonFlags are the group and logging settings every command shares.
@@ -50,6 +51,8 @@ func commonFlags() []cli.Flag {
 			Usage: "where to keep the highest group timestamp seen (a group founded here after a full stop gives higher fencing tokens) and, for mcnode run, whether this host is a member (default: $XDG_STATE_HOME/mcnode, or ~/.local/state/mcnode; \"none\" keeps nothing)"},
 		&cli.DurationFlag{Name: "join-timeout", Value: d.JoinTimeout, EnvVars: []string{"MCNODE_JOIN_TIMEOUT"},
 			Usage: "how long to wait for an existing group before founding one"},
+		&cli.StringFlag{Name: "keyfile", EnvVars: []string{"MCNODE_KEYFILE"},
+			Usage: "group key file (make one with mcnode keygen; mode 0600): every datagram is then authenticated and encrypted, and whatever does not authenticate is dropped; every member needs the same file"},
 		&cli.StringFlag{Name: "socket", EnvVars: []string{"MCNODE_SOCKET"},
 			Usage: "control socket of the local daemon (default: $XDG_RUNTIME_DIR/mcnode/GROUP.sock, or /tmp/mcnode-UID/GROUP.sock)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"MCNODE_LOG_LEVEL"},
@@ -101,6 +104,13 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 	cfg.JoinTimeout = c.Duration("join-timeout")
 	cfg.TimestampFile = timestampFile(c, log)
 	cfg.Logger = log
+	if path := c.String("keyfile"); path != "" {
+		keys, err := seal.LoadKeyFile(path)
+		if err != nil {
+			return cfg, usage("--keyfile: %v", err)
+		}
+		cfg.Keys = keys
+	}
 	if cfg.Interface == "" {
 		return cfg, usage("no --interface: name the network interface to join the group on (or set MCNODE_INTERFACE)")
 	}

@@ -81,6 +81,7 @@ func newApp() *cli.App {
 			withCommon(demoCommand()),
 			benchCommand(),
 			fenceCommand(),
+			keygenCommand(),
 		},
 		OnUsageError:    onUsageError,
 		HideHelpCommand: true,

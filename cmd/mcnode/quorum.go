@@ -51,6 +51,9 @@ var quorumOnly = []string{"algo", "coterie", "peers", "node-id", "quorum-size"}
 func mode(c *cli.Context) (string, error) {
 	switch m := c.String("mode"); m {
 	case modeQuorum:
+		if c.String("keyfile") != "" {
+			return "", usage("--keyfile: quorum mode has no group key yet (its links are plain TCP): run without --keyfile, or in multicast mode")
+		}
 		return m, nil
 	case modeMulticast:
 		for _, f := range quorumOnly {

@@ -110,6 +110,10 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			v, err := fetchStatus(c)
+			var ee *exitError
+			if errors.As(err, &ee) {
+				return err // a usage error keeps its status
+			}
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}

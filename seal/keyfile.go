@@ -1,0 +1,71 @@
+package seal
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// LoadKeyFile reads a key file: one key per line as `mcnode keygen` writes
+// it, the first being the one to seal with; blank lines and lines starting
+// with # are skipped. The file must be readable by its owner alone (mode
+// 0600 or stricter): a group key that others on the host can read protects
+// nothing.
+func LoadKeyFile(path string) ([]Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("seal: key file: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("seal: key file: %w", err)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("seal: key file %s has mode %04o: others can read it; chmod 600 %s", path, perm, path)
+	}
+	var keys []Key
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		k, err := ParseKey(s)
+		if err != nil {
+			return nil, fmt.Errorf("seal: key file %s, line %d: %w", path, line, err)
+		}
+		keys = append(keys, k)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("seal: key file %s: %w", path, err)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("seal: key file %s holds no key (make one with mcnode keygen)", path)
+	}
+	return keys, nil
+}
+
+// WriteKeyFile creates a key file holding keys, the first the one to seal
+// with, readable by its owner alone. It refuses to replace an existing file.
+func WriteKeyFile(path string, keys ...Key) error {
+	if len(keys) == 0 {
+		return errors.New("seal: no key to write")
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("seal: key file: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString("# mcnode group key: every member of the group needs this file; keep it secret\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s\n", k)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return fmt.Errorf("seal: key file: %w", err)
+	}
+	return f.Close()
+}

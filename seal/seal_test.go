@@ -1,0 +1,281 @@
+package seal
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/mcnode/mcnode/wire"
+)
+
+func mustKey(t testing.TB) Key {
+	t.Helper()
+	k, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// datagram packs one message from incarnation inc, as a node sends it.
+func datagram(t testing.TB, inc uint64) []byte {
+	t.Helper()
+	c, err := wire.NewCodec(wire.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := wire.Header{Group: wire.GroupID("g"), Instance: 7, From: 3, Inc: inc, T: 1234, Epoch: 2, LogEpoch: 2}
+	d, err := c.Pack(h, []wire.Message{&wire.Release{Req: 9, Resource: "printer", Token: 1200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d[0]
+}
+
+func TestSealOpenRoundTrip(t *testing.T) {
+	k := mustKey(t)
+	sender, receiver := NewRing(k), NewRing(k)
+	plain := datagram(t, 42)
+	sealed, err := sender.Seal(nil, plain, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sealed) != len(plain)+Overhead {
+		t.Errorf("sealed %d bytes, want %d", len(sealed), len(plain)+Overhead)
+	}
+	if bytes.Contains(sealed, []byte("printer")) {
+		t.Error("the messages travel in the clear")
+	}
+	if _, err := wire.DecodeHeader(sealed); !errors.Is(err, wire.ErrSealed) {
+		t.Errorf("a node without the key decodes the header: %v", err)
+	}
+	got, err := receiver.Open(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, plain) {
+		t.Fatal("opened datagram differs from the one sealed")
+	}
+}
+
+// Every byte of a sealed datagram is authenticated: flipping any one makes
+// it fail (or name a key the ring lacks), and the window does not move.
+func TestSealTamperedDatagramsFail(t *testing.T) {
+	k := mustKey(t)
+	sealed, err := NewRing(k).Seal(nil, datagram(t, 42), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sealed {
+		if i < 3 {
+			continue // magic and version: not a sealed datagram of ours at all
+		}
+		r := NewRing(k)
+		bad := bytes.Clone(sealed)
+		bad[i] ^= 0x40
+		if _, err := r.Open(bad); err == nil {
+			t.Fatalf("byte %d flipped: the datagram still opened", i)
+		}
+		if _, err := r.Open(sealed); err != nil {
+			t.Fatalf("byte %d flipped: the genuine datagram no longer opens: %v", i, err)
+		}
+	}
+}
+
+func TestSealRefusesUnsealedAndForeignKeys(t *testing.T) {
+	r := NewRing(mustKey(t))
+	if _, err := r.Open(datagram(t, 42)); !errors.Is(err, ErrUnsealed) {
+		t.Errorf("unsealed datagram: %v, want ErrUnsealed", err)
+	}
+	other, err := NewRing(mustKey(t)).Seal(nil, datagram(t, 42), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Open(other); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("datagram of another key: %v, want ErrUnknownKey", err)
+	}
+	if _, err := r.Open(other[:wire.HeaderLen+Overhead-1]); !errors.Is(err, ErrShort) {
+		t.Errorf("truncated datagram: %v, want ErrShort", err)
+	}
+}
+
+// A datagram is taken once; datagrams that cross on the way are each taken
+// once; one from further back than the window is refused; a forged
+// datagram under a high sequence number does not move the window.
+func TestSealReplayWindow(t *testing.T) {
+	k := mustKey(t)
+	sender, r := NewRing(k), NewRing(k)
+	seal := func(seq uint64) []byte {
+		d, err := sender.Seal(nil, datagram(t, 42), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	open := func(d []byte) error { _, err := r.Open(d); return err }
+	d1, d2, d3 := seal(1), seal(2), seal(3)
+	for _, d := range [][]byte{d1, d3, d2} {
+		if err := open(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range [][]byte{d1, d2, d3} {
+		if err := open(d); !errors.Is(err, ErrReplay) {
+			t.Fatalf("replayed datagram: %v, want ErrReplay", err)
+		}
+	}
+	forged := seal(1_000_000)
+	forged[len(forged)-1] ^= 1
+	if err := open(forged); !errors.Is(err, ErrBadMAC) {
+		t.Fatalf("forged datagram: %v", err)
+	}
+	if err := open(seal(4)); err != nil {
+		t.Fatalf("the forged sequence number moved the window: %v", err)
+	}
+	late := seal(5)
+	if err := open(seal(5 + windowSize)); err != nil {
+		t.Fatal(err)
+	}
+	if err := open(late); !errors.Is(err, ErrReplay) {
+		t.Fatalf("a datagram from beyond the window: %v, want ErrReplay", err)
+	}
+	// Another incarnation has a window of its own.
+	other, err := sender.Seal(nil, datagram(t, 43), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := open(other); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The same sequence number under two incarnations is two nonces: the
+// ciphertexts differ.
+func TestSealNonceDependsOnIncarnation(t *testing.T) {
+	r := NewRing(mustKey(t))
+	a, _ := r.Seal(nil, datagram(t, 42), 1)
+	b, _ := r.Seal(nil, datagram(t, 43), 1)
+	if bytes.Equal(a[wire.HeaderLen+12:], b[wire.HeaderLen+12:]) {
+		t.Fatal("two incarnations sealed the same bytes under the same nonce")
+	}
+}
+
+// Rotation: a node that installed the new key takes datagrams under both;
+// once it seals with the new key, a node that has not installed it yet
+// refuses them, which is why the key is installed everywhere first.
+func TestRingRotation(t *testing.T) {
+	old, next := mustKey(t), mustKey(t)
+	a, b := NewRing(old), NewRing(old)
+	a.Install(next)
+	if err := a.Use(next.ID()); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := a.Seal(nil, datagram(t, 42), 1)
+	if _, err := b.Open(d); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("a node without the new key: %v", err)
+	}
+	b.Install(next)
+	if _, err := b.Open(d); err != nil {
+		t.Fatal(err)
+	}
+	d, _ = b.Seal(nil, datagram(t, 43), 1) // b still seals with the old key
+	if _, err := a.Open(d); err != nil {
+		t.Fatalf("the old key, still installed, is refused: %v", err)
+	}
+	if err := a.Remove(next.ID()); err == nil {
+		t.Error("the primary key was removed")
+	}
+	if err := a.Remove(old.ID()); err != nil {
+		t.Fatal(err)
+	}
+	d, _ = b.Seal(nil, datagram(t, 43), 2)
+	if _, err := a.Open(d); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("a removed key is still taken: %v", err)
+	}
+	if got := a.Keys(); len(got) != 1 || !Equal(got[0], next) {
+		t.Errorf("keys after rotation: %d, want the new one alone", len(got))
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	k := mustKey(t)
+	got, err := ParseKey(k.String() + "\n")
+	if err != nil || !Equal(got, k) {
+		t.Fatalf("ParseKey(String()) = %v, %v", got.ID(), err)
+	}
+	for _, bad := range []string{"", "not base64!", "c2hvcnQ="} {
+		if _, err := ParseKey(bad); err == nil {
+			t.Errorf("ParseKey(%q) accepted", bad)
+		}
+	}
+}
+
+// FuzzOpen: no input makes Open panic, and nothing that does not
+// authenticate opens.
+func FuzzOpen(f *testing.F) {
+	k := Key{Secret: [KeySize]byte{1, 2, 3}}
+	d, _ := NewRing(k).Seal(nil, datagram(f, 42), 1)
+	f.Add(d)
+	f.Add(datagram(f, 42))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := NewRing(k)
+		if out, err := r.Open(b); err == nil && !bytes.Equal(b, d) {
+			t.Fatalf("a datagram that was never sealed opened: %x", out)
+		}
+	})
+}
+
+func BenchmarkSealOpen(b *testing.B) {
+	k := mustKey(b)
+	sender, receiver := NewRing(k), NewRing(k)
+	plain := datagram(b, 42)
+	b.SetBytes(int64(len(plain)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		d, err := sender.Seal(nil, plain, uint64(i+1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := receiver.Open(d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	a, b := mustKey(t), mustKey(t)
+	path := dir + "/key"
+	if err := WriteKeyFile(path, a, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteKeyFile(path, a); err == nil {
+		t.Error("an existing key file was replaced")
+	}
+	keys, err := LoadKeyFile(path)
+	if err != nil || len(keys) != 2 || !Equal(keys[0], a) || !Equal(keys[1], b) {
+		t.Fatalf("LoadKeyFile = %d keys, %v", len(keys), err)
+	}
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKeyFile(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("a key file others can read: %v", err)
+	}
+	empty := dir + "/empty"
+	if err := os.WriteFile(empty, []byte("# nothing\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKeyFile(empty); err == nil {
+		t.Error("a key file without a key was taken")
+	}
+	bad := dir + "/bad"
+	if err := os.WriteFile(bad, []byte(a.String()+"\nnot-a-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKeyFile(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad line: %v", err)
+	}
+}
