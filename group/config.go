@@ -221,7 +221,7 @@ func (c *Config) Validate() error {
 	for i, k := range c.Keys {
 		for _, o := range c.Keys[:i] {
 			if o.ID() == k.ID() {
-				return bad("Keys holds key %s twice", seal.FormatID(k.ID()))
+				return bad("Keys holds two keys with ID %s (the same key twice, or two that share an ID: make another)", seal.FormatID(k.ID()))
 			}
 		}
 	}

@@ -247,7 +247,10 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		g.clock = BootClock{}
 	}
 	if len(cfg.Keys) > 0 {
-		g.ring = seal.NewRing(cfg.Keys[0], cfg.Keys[1:]...)
+		if g.ring, err = seal.NewRing(cfg.Keys[0], cfg.Keys[1:]...); err != nil {
+			tr.Close()
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
 	}
 	if err := g.newNode(cfg.Bootstrap); err != nil {
 		tr.Close()
@@ -481,7 +484,11 @@ func (g *Group) open(p *Packet) bool {
 		g.stats.Foreign++ // no decryption spent on another group's datagrams
 		return false
 	}
-	plain, err := g.ring.Open(p.Data)
+	to := seal.Multicast
+	if !p.Multicast {
+		to = g.tr.LocalAddr()
+	}
+	plain, err := g.ring.Open(p.Data, to)
 	switch {
 	case err == nil:
 		p.Data = plain
@@ -556,7 +563,7 @@ func (g *Group) send(rd arbiter.Ready) {
 		err := g.codec.PackEach(rd.Header, g.pending, func(data []byte, p *wire.Packet) {
 			if g.ring != nil {
 				g.sealSeq++
-				sealed, err := g.ring.Seal(nil, data, g.sealSeq)
+				sealed, err := g.ring.Seal(nil, data, to, g.sealSeq)
 				if err != nil {
 					g.log.Error().Err(err).Msg("could not seal a datagram; it was not sent")
 					return
@@ -956,7 +963,9 @@ func (g *Group) InstallKey(k seal.Key) error {
 		if g.ring == nil {
 			return ErrNoKey
 		}
-		g.ring.Install(k)
+		if err := g.ring.Install(k); err != nil {
+			return err
+		}
 		g.log.Info().Str("key", seal.FormatID(k.ID())).Msg("group key installed")
 		return nil
 	})

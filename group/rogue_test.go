@@ -426,13 +426,25 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 					rogue.sendRaw("", d)
 				}
 			}},
+			{"sealed multicasts captured and sent to each member directly", func() {
+				rogue.mu.Lock()
+				captured := slices.Clone(rogue.captured)
+				rogue.mu.Unlock()
+				for _, m := range members {
+					rogue.sendRaw(m.Addr, captured...)
+				}
+			}},
 			{"a release sealed with the rogue's own key", func() {
 				own, _ := seal.GenerateKey()
 				data, err := rogue.codec.Pack(rogue.header(holder.ID), []wire.Message{&wire.Release{Req: 1, Resource: "held", Token: held.Token()}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				sealed, err := seal.NewRing(own).Seal(nil, data[0], 1<<40)
+				r, err := seal.NewRing(own)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sealed, err := r.Seal(nil, data[0], seal.Multicast, 1<<40)
 				if err != nil {
 					t.Fatal(err)
 				}

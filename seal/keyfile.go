@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 )
 
 // LoadKeyFile reads a key file: one key per line as `mcnode keygen` writes
@@ -25,6 +26,9 @@ func LoadKeyFile(path string) ([]Key, error) {
 	}
 	if perm := info.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("seal: key file %s has mode %04o: others can read it; chmod 600 %s", path, perm, path)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != uint32(os.Getuid()) && st.Uid != 0 {
+		return nil, fmt.Errorf("seal: key file %s belongs to user %d, neither this user (%d) nor root: whoever owns it can change the group key", path, st.Uid, os.Getuid())
 	}
 	var keys []Key
 	sc := bufio.NewScanner(f)
@@ -61,7 +65,7 @@ func WriteKeyFile(path string, keys ...Key) error {
 	var b strings.Builder
 	b.WriteString("# mcnode group key: every member of the group needs this file; keep it secret\n")
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%s\n", k)
+		fmt.Fprintf(&b, "%s\n", k.Encode())
 	}
 	if _, err := f.WriteString(b.String()); err != nil {
 		f.Close()

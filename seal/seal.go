@@ -15,11 +15,21 @@
 // then the key's ID (4 bytes), the sequence number (8 bytes) and the
 // encrypted messages with their 16-byte tag. The header, the key ID and the
 // sequence number are the associated data: readable, for dropping another
-// group's datagrams without a key, and authenticated.
+// group's datagrams without a key, and authenticated. So is, without being
+// sent, where the datagram was sent to (the group, or one member's
+// address): a datagram sent to one member opens nowhere else.
+//
+// Replay protection is per receiver, from when it starts: a node takes each
+// sender's datagrams once, and none older than the first it took from that
+// sender on each path (multicast, direct). A node that has just started may
+// take a datagram captured before it started, once; the protocol drops such
+// a datagram as stale, since everything a node acts on as a newcomer names
+// its own incarnation, which is new.
 package seal
 
 import (
 	"crypto/cipher"
+	"math"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -56,6 +66,7 @@ var (
 )
 
 // Key is a group key: 32 secret bytes, named by an ID derived from them.
+// It prints as its ID alone; Encode gives the secret, for a key file.
 type Key struct {
 	Secret [KeySize]byte
 }
@@ -67,8 +78,12 @@ func (k Key) ID() uint32 {
 	return binary.BigEndian.Uint32(sum[:4])
 }
 
-// String renders the key as it is written in a key file: base64.
-func (k Key) String() string { return base64.StdEncoding.EncodeToString(k.Secret[:]) }
+// Encode renders the key as it is written in a key file: base64.
+func (k Key) Encode() string { return base64.StdEncoding.EncodeToString(k.Secret[:]) }
+
+// String names the key without giving the secret away, so that a key that
+// ends up in a log or an error message leaks nothing.
+func (k Key) String() string { return "key " + FormatID(k.ID()) }
 
 // GenerateKey returns a new random key.
 func GenerateKey() (Key, error) {
@@ -103,9 +118,21 @@ func FormatID(id uint32) string { return fmt.Sprintf("%08x", id) }
 // then remove the old one. A Ring is not safe for concurrent use.
 type Ring struct {
 	keys    []entry // the primary first
-	windows map[uint64]*window
-	order   []uint64 // incarnations by first use, for eviction
+	windows map[path]*window
+	used    uint64 // counts Opens, to tell which window was used last
 }
+
+// path is one sender incarnation's datagrams to this node by one way:
+// multicast, or direct. Each way keeps its own order (one socket each), so
+// each has its own window.
+type path struct {
+	inc       uint64
+	multicast bool
+}
+
+// Multicast is the destination of a datagram sent to the whole group, for
+// Seal and Open; a datagram sent to one member names its address instead.
+const Multicast = ""
 
 type entry struct {
 	key  Key
@@ -122,20 +149,30 @@ func newEntry(k Key) entry {
 }
 
 // NewRing returns a ring that seals with primary and accepts it and others.
-func NewRing(primary Key, others ...Key) *Ring {
-	r := &Ring{windows: map[uint64]*window{}}
+// Two different keys with one ID are refused.
+func NewRing(primary Key, others ...Key) (*Ring, error) {
+	r := &Ring{windows: map[path]*window{}}
 	r.keys = append(r.keys, newEntry(primary))
 	for _, k := range others {
-		r.Install(k)
+		if err := r.Install(k); err != nil {
+			return nil, err
+		}
 	}
-	return r
+	return r, nil
 }
 
 // Install adds a key that is accepted from now on; the primary is unchanged.
-func (r *Ring) Install(k Key) {
-	if r.find(k.ID()) < 0 {
+// Installing a key again changes nothing; a different key with the ID of
+// one installed is refused (IDs are 32 bits: make another key).
+func (r *Ring) Install(k Key) error {
+	i := r.find(k.ID())
+	switch {
+	case i < 0:
 		r.keys = append(r.keys, newEntry(k))
+	case !Equal(r.keys[i].key, k):
+		return fmt.Errorf("seal: another key already has ID %s: make a new key", FormatID(k.ID()))
 	}
+	return nil
 }
 
 // Use makes the installed key with this ID the primary.
@@ -176,10 +213,11 @@ func (r *Ring) find(id uint32) int {
 }
 
 // Seal appends to dst the sealed form of a datagram (header and messages,
-// as wire.Codec packs them), under sequence number seq of the sender's
-// incarnation (the header's Inc). The caller numbers its datagrams from 1
-// and never reuses a number within an incarnation.
-func (r *Ring) Seal(dst, datagram []byte, seq uint64) ([]byte, error) {
+// as wire.Codec packs them) sent to "to" (Multicast, or a member's
+// address), under sequence number seq of the sender's incarnation (the
+// header's Inc). The caller numbers its datagrams from 1 and never reuses a
+// number within an incarnation.
+func (r *Ring) Seal(dst, datagram []byte, to string, seq uint64) ([]byte, error) {
 	if len(datagram) < wire.HeaderLen {
 		return nil, ErrShort
 	}
@@ -189,17 +227,26 @@ func (r *Ring) Seal(dst, datagram []byte, seq uint64) ([]byte, error) {
 	wire.SetSealed(dst[start:], true)
 	dst = binary.BigEndian.AppendUint32(dst, k.id)
 	dst = binary.BigEndian.AppendUint64(dst, seq)
-	ad := dst[start:]
+	ad := associated(dst[start:], to)
 	nonce := nonceFor(inc(ad), seq)
 	return k.aead.Seal(dst, nonce[:], datagram[wire.HeaderLen:], ad), nil
 }
 
-// Open authenticates and decrypts a sealed datagram and returns it as
+// associated is the data a datagram's tag covers: what it carries in the
+// clear, and where it was sent, which it does not carry.
+func associated(clear []byte, to string) []byte {
+	ad := make([]byte, 0, len(clear)+1+len(to))
+	ad = append(ad, clear...)
+	return append(append(ad, byte(len(to))), to...)
+}
+
+// Open authenticates and decrypts a sealed datagram that reached this node
+// at "to" (Multicast, or this node's own address), and returns it as
 // wire.Codec decodes it (the header's sealed flag cleared). A datagram is
 // taken once: its sender's sequence numbers are tracked in a window, which
 // moves only for datagrams that authenticate. The error says why a
 // datagram was dropped.
-func (r *Ring) Open(datagram []byte) ([]byte, error) {
+func (r *Ring) Open(datagram []byte, to string) ([]byte, error) {
 	if len(datagram) < wire.HeaderLen {
 		return nil, ErrShort
 	}
@@ -209,29 +256,31 @@ func (r *Ring) Open(datagram []byte) ([]byte, error) {
 	if len(datagram) < wire.HeaderLen+Overhead {
 		return nil, ErrShort
 	}
-	ad := datagram[:wire.HeaderLen+12]
-	id := binary.BigEndian.Uint32(ad[wire.HeaderLen:])
-	seq := binary.BigEndian.Uint64(ad[wire.HeaderLen+4:])
+	clear := datagram[:wire.HeaderLen+12]
+	id := binary.BigEndian.Uint32(clear[wire.HeaderLen:])
+	seq := binary.BigEndian.Uint64(clear[wire.HeaderLen+4:])
 	i := r.find(id)
 	if i < 0 {
 		return nil, ErrUnknownKey
 	}
-	from := inc(datagram)
+	from := path{inc: inc(datagram), multicast: to == Multicast}
 	w := r.windows[from]
 	if w != nil && !w.fresh(seq) {
 		return nil, ErrReplay
 	}
-	nonce := nonceFor(from, seq)
+	nonce := nonceFor(from.inc, seq)
 	plain := append(make([]byte, 0, len(datagram)), datagram[:wire.HeaderLen]...)
 	wire.SetSealed(plain, false)
-	plain, err := r.keys[i].aead.Open(plain, nonce[:], datagram[wire.HeaderLen+12:], ad)
+	plain, err := r.keys[i].aead.Open(plain, nonce[:], datagram[wire.HeaderLen+12:], associated(clear, to))
 	if err != nil {
 		return nil, ErrBadMAC
 	}
 	if w == nil {
-		w = r.window(from)
+		w = r.window(from, seq)
 	}
 	w.take(seq)
+	r.used++
+	w.used = r.used
 	return plain, nil
 }
 
@@ -247,25 +296,37 @@ func nonceFor(inc, seq uint64) [chacha20poly1305.NonceSizeX]byte {
 	return n
 }
 
-// maxWindows bounds the senders tracked. The oldest is forgotten first: a
-// datagram of a long-gone incarnation, replayed, then reaches the protocol,
-// which drops it as no member's.
+// maxWindows bounds the sender paths tracked. The one used longest ago is
+// forgotten first, which is a long-gone incarnation's (every member sends
+// to every other at least at every ping): a datagram of it, replayed, then
+// reaches the protocol, which drops it as no member's. Only datagrams that
+// authenticate make windows, so a sender without the key cannot churn them.
 const maxWindows = 1024
 
-func (r *Ring) window(from uint64) *window {
-	if len(r.order) >= maxWindows {
-		delete(r.windows, r.order[0])
-		r.order = r.order[1:]
+// window makes the window of a path, whose first datagram to authenticate
+// is number first: none below it is taken (a path's datagrams arrive in
+// order, and what came before this node started may be a replay).
+func (r *Ring) window(from path, first uint64) *window {
+	if len(r.windows) >= maxWindows {
+		var oldest path
+		least := uint64(math.MaxUint64)
+		for p, w := range r.windows {
+			if w.used < least {
+				oldest, least = p, w.used
+			}
+		}
+		delete(r.windows, oldest)
 	}
-	w := &window{}
+	w := &window{max: first}
+	for i := range w.seen {
+		w.seen[i] = math.MaxUint64
+	}
 	r.windows[from] = w
-	r.order = append(r.order, from)
 	return w
 }
 
 // windowSize is how far behind the newest a sequence number may arrive and
-// still be taken: a sender's multicast and direct datagrams reach a node on
-// two sockets, read apart, so they may cross by a few batches.
+// still be taken: datagrams reordered on the way (rare on a LAN).
 const windowSize = 1024
 
 // window is one sender's replay window: the highest sequence number taken,
@@ -273,6 +334,7 @@ const windowSize = 1024
 type window struct {
 	max  uint64
 	seen [windowSize / 64]uint64
+	used uint64 // Ring.used when it last took a datagram
 }
 
 func (w *window) fresh(seq uint64) bool {

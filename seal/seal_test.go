@@ -3,12 +3,22 @@ package seal
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/mcnode/mcnode/wire"
 )
+
+func ring(t testing.TB, primary Key, others ...Key) *Ring {
+	t.Helper()
+	r, err := NewRing(primary, others...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
 
 func mustKey(t testing.TB) Key {
 	t.Helper()
@@ -36,9 +46,9 @@ func datagram(t testing.TB, inc uint64) []byte {
 
 func TestSealOpenRoundTrip(t *testing.T) {
 	k := mustKey(t)
-	sender, receiver := NewRing(k), NewRing(k)
+	sender, receiver := ring(t, k), ring(t, k)
 	plain := datagram(t, 42)
-	sealed, err := sender.Seal(nil, plain, 1)
+	sealed, err := sender.Seal(nil, plain, Multicast, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +61,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 	if _, err := wire.DecodeHeader(sealed); !errors.Is(err, wire.ErrSealed) {
 		t.Errorf("a node without the key decodes the header: %v", err)
 	}
-	got, err := receiver.Open(sealed)
+	got, err := receiver.Open(sealed, Multicast)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +74,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 // it fail (or name a key the ring lacks), and the window does not move.
 func TestSealTamperedDatagramsFail(t *testing.T) {
 	k := mustKey(t)
-	sealed, err := NewRing(k).Seal(nil, datagram(t, 42), 1)
+	sealed, err := ring(t, k).Seal(nil, datagram(t, 42), Multicast, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,31 +82,31 @@ func TestSealTamperedDatagramsFail(t *testing.T) {
 		if i < 3 {
 			continue // magic and version: not a sealed datagram of ours at all
 		}
-		r := NewRing(k)
+		r := ring(t, k)
 		bad := bytes.Clone(sealed)
 		bad[i] ^= 0x40
-		if _, err := r.Open(bad); err == nil {
+		if _, err := r.Open(bad, Multicast); err == nil {
 			t.Fatalf("byte %d flipped: the datagram still opened", i)
 		}
-		if _, err := r.Open(sealed); err != nil {
+		if _, err := r.Open(sealed, Multicast); err != nil {
 			t.Fatalf("byte %d flipped: the genuine datagram no longer opens: %v", i, err)
 		}
 	}
 }
 
 func TestSealRefusesUnsealedAndForeignKeys(t *testing.T) {
-	r := NewRing(mustKey(t))
-	if _, err := r.Open(datagram(t, 42)); !errors.Is(err, ErrUnsealed) {
+	r := ring(t, mustKey(t))
+	if _, err := r.Open(datagram(t, 42), Multicast); !errors.Is(err, ErrUnsealed) {
 		t.Errorf("unsealed datagram: %v, want ErrUnsealed", err)
 	}
-	other, err := NewRing(mustKey(t)).Seal(nil, datagram(t, 42), 1)
+	other, err := ring(t, mustKey(t)).Seal(nil, datagram(t, 42), Multicast, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Open(other); !errors.Is(err, ErrUnknownKey) {
+	if _, err := r.Open(other, Multicast); !errors.Is(err, ErrUnknownKey) {
 		t.Errorf("datagram of another key: %v, want ErrUnknownKey", err)
 	}
-	if _, err := r.Open(other[:wire.HeaderLen+Overhead-1]); !errors.Is(err, ErrShort) {
+	if _, err := r.Open(other[:wire.HeaderLen+Overhead-1], Multicast); !errors.Is(err, ErrShort) {
 		t.Errorf("truncated datagram: %v, want ErrShort", err)
 	}
 }
@@ -106,17 +116,17 @@ func TestSealRefusesUnsealedAndForeignKeys(t *testing.T) {
 // datagram under a high sequence number does not move the window.
 func TestSealReplayWindow(t *testing.T) {
 	k := mustKey(t)
-	sender, r := NewRing(k), NewRing(k)
+	sender, r := ring(t, k), ring(t, k)
 	seal := func(seq uint64) []byte {
-		d, err := sender.Seal(nil, datagram(t, 42), seq)
+		d, err := sender.Seal(nil, datagram(t, 42), Multicast, seq)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	}
-	open := func(d []byte) error { _, err := r.Open(d); return err }
+	open := func(d []byte) error { _, err := r.Open(d, Multicast); return err }
 	d1, d2, d3 := seal(1), seal(2), seal(3)
-	for _, d := range [][]byte{d1, d3, d2} {
+	for _, d := range [][]byte{d1, d3, d2} { // d2 and d3 cross on the way
 		if err := open(d); err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +152,7 @@ func TestSealReplayWindow(t *testing.T) {
 		t.Fatalf("a datagram from beyond the window: %v, want ErrReplay", err)
 	}
 	// Another incarnation has a window of its own.
-	other, err := sender.Seal(nil, datagram(t, 43), 1)
+	other, err := sender.Seal(nil, datagram(t, 43), Multicast, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,9 +164,9 @@ func TestSealReplayWindow(t *testing.T) {
 // The same sequence number under two incarnations is two nonces: the
 // ciphertexts differ.
 func TestSealNonceDependsOnIncarnation(t *testing.T) {
-	r := NewRing(mustKey(t))
-	a, _ := r.Seal(nil, datagram(t, 42), 1)
-	b, _ := r.Seal(nil, datagram(t, 43), 1)
+	r := ring(t, mustKey(t))
+	a, _ := r.Seal(nil, datagram(t, 42), Multicast, 1)
+	b, _ := r.Seal(nil, datagram(t, 43), Multicast, 1)
 	if bytes.Equal(a[wire.HeaderLen+12:], b[wire.HeaderLen+12:]) {
 		t.Fatal("two incarnations sealed the same bytes under the same nonce")
 	}
@@ -167,21 +177,21 @@ func TestSealNonceDependsOnIncarnation(t *testing.T) {
 // refuses them, which is why the key is installed everywhere first.
 func TestRingRotation(t *testing.T) {
 	old, next := mustKey(t), mustKey(t)
-	a, b := NewRing(old), NewRing(old)
+	a, b := ring(t, old), ring(t, old)
 	a.Install(next)
 	if err := a.Use(next.ID()); err != nil {
 		t.Fatal(err)
 	}
-	d, _ := a.Seal(nil, datagram(t, 42), 1)
-	if _, err := b.Open(d); !errors.Is(err, ErrUnknownKey) {
+	d, _ := a.Seal(nil, datagram(t, 42), Multicast, 1)
+	if _, err := b.Open(d, Multicast); !errors.Is(err, ErrUnknownKey) {
 		t.Fatalf("a node without the new key: %v", err)
 	}
 	b.Install(next)
-	if _, err := b.Open(d); err != nil {
+	if _, err := b.Open(d, Multicast); err != nil {
 		t.Fatal(err)
 	}
-	d, _ = b.Seal(nil, datagram(t, 43), 1) // b still seals with the old key
-	if _, err := a.Open(d); err != nil {
+	d, _ = b.Seal(nil, datagram(t, 43), Multicast, 1) // b still seals with the old key
+	if _, err := a.Open(d, Multicast); err != nil {
 		t.Fatalf("the old key, still installed, is refused: %v", err)
 	}
 	if err := a.Remove(next.ID()); err == nil {
@@ -190,8 +200,8 @@ func TestRingRotation(t *testing.T) {
 	if err := a.Remove(old.ID()); err != nil {
 		t.Fatal(err)
 	}
-	d, _ = b.Seal(nil, datagram(t, 43), 2)
-	if _, err := a.Open(d); !errors.Is(err, ErrUnknownKey) {
+	d, _ = b.Seal(nil, datagram(t, 43), Multicast, 2)
+	if _, err := a.Open(d, Multicast); !errors.Is(err, ErrUnknownKey) {
 		t.Fatalf("a removed key is still taken: %v", err)
 	}
 	if got := a.Keys(); len(got) != 1 || !Equal(got[0], next) {
@@ -201,7 +211,7 @@ func TestRingRotation(t *testing.T) {
 
 func TestParseKey(t *testing.T) {
 	k := mustKey(t)
-	got, err := ParseKey(k.String() + "\n")
+	got, err := ParseKey(k.Encode() + "\n")
 	if err != nil || !Equal(got, k) {
 		t.Fatalf("ParseKey(String()) = %v, %v", got.ID(), err)
 	}
@@ -216,12 +226,12 @@ func TestParseKey(t *testing.T) {
 // authenticate opens.
 func FuzzOpen(f *testing.F) {
 	k := Key{Secret: [KeySize]byte{1, 2, 3}}
-	d, _ := NewRing(k).Seal(nil, datagram(f, 42), 1)
+	d, _ := ring(f, k).Seal(nil, datagram(f, 42), Multicast, 1)
 	f.Add(d)
 	f.Add(datagram(f, 42))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r := NewRing(k)
-		if out, err := r.Open(b); err == nil && !bytes.Equal(b, d) {
+		r := ring(t, k)
+		if out, err := r.Open(b, Multicast); err == nil && !bytes.Equal(b, d) {
 			t.Fatalf("a datagram that was never sealed opened: %x", out)
 		}
 	})
@@ -229,16 +239,16 @@ func FuzzOpen(f *testing.F) {
 
 func BenchmarkSealOpen(b *testing.B) {
 	k := mustKey(b)
-	sender, receiver := NewRing(k), NewRing(k)
+	sender, receiver := ring(b, k), ring(b, k)
 	plain := datagram(b, 42)
 	b.SetBytes(int64(len(plain)))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		d, err := sender.Seal(nil, plain, uint64(i+1))
+		d, err := sender.Seal(nil, plain, Multicast, uint64(i+1))
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := receiver.Open(d); err != nil {
+		if _, err := receiver.Open(d, Multicast); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -272,10 +282,121 @@ func TestKeyFile(t *testing.T) {
 		t.Error("a key file without a key was taken")
 	}
 	bad := dir + "/bad"
-	if err := os.WriteFile(bad, []byte(a.String()+"\nnot-a-key\n"), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte(a.Encode()+"\nnot-a-key\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LoadKeyFile(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("a bad line: %v", err)
+	}
+}
+
+// A datagram opens only where it was sent: one sent to one member does not
+// open at another's address, nor as a multicast, and a multicast does not
+// open as a direct datagram.
+func TestSealBindsTheDestination(t *testing.T) {
+	k := mustKey(t)
+	toB, err := ring(t, k).Seal(nil, datagram(t, 42), "10.0.0.2:7000", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []string{"10.0.0.3:7000", Multicast} {
+		if _, err := ring(t, k).Open(toB, at); !errors.Is(err, ErrBadMAC) {
+			t.Errorf("a datagram for 10.0.0.2:7000 opened at %q: %v", at, err)
+		}
+	}
+	if _, err := ring(t, k).Open(toB, "10.0.0.2:7000"); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := ring(t, k).Seal(nil, datagram(t, 42), Multicast, 2)
+	if _, err := ring(t, k).Open(all, "10.0.0.2:7000"); !errors.Is(err, ErrBadMAC) {
+		t.Errorf("a multicast opened as a direct datagram: %v", err)
+	}
+}
+
+// A receiver takes nothing older than the first datagram it took from a
+// sender by one way (what came before may be a replay), and a sender's
+// multicast and direct datagrams keep separate windows, so that the
+// datagrams it sends to others in between do not push one out of the other.
+func TestSealWindowStartsAtTheFirstDatagram(t *testing.T) {
+	k := mustKey(t)
+	sender, r := ring(t, k), ring(t, k)
+	direct := func(seq uint64) []byte {
+		d, _ := sender.Seal(nil, datagram(t, 42), "me:1", seq)
+		return d
+	}
+	multi := func(seq uint64) []byte {
+		d, _ := sender.Seal(nil, datagram(t, 42), Multicast, seq)
+		return d
+	}
+	if _, err := r.Open(multi(5000), Multicast); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Open(multi(4999), Multicast); !errors.Is(err, ErrReplay) {
+		t.Errorf("a datagram from before the first one taken: %v", err)
+	}
+	if _, err := r.Open(direct(2), "me:1"); err != nil {
+		t.Errorf("a direct datagram far behind the multicast ones: %v", err)
+	}
+	if _, err := r.Open(multi(5001), Multicast); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Windows are forgotten least recently used first: a sender that keeps
+// talking keeps its window however many others come and go.
+func TestSealWindowEvictionKeepsTheLiveSender(t *testing.T) {
+	k := mustKey(t)
+	sender, r := ring(t, k), ring(t, k)
+	live := func(seq uint64) []byte {
+		d, _ := sender.Seal(nil, datagram(t, 1), Multicast, seq)
+		return d
+	}
+	first := live(1)
+	if _, err := r.Open(first, Multicast); err != nil {
+		t.Fatal(err)
+	}
+	for inc := uint64(100); inc < 100+2*maxWindows; inc++ {
+		d, _ := sender.Seal(nil, datagram(t, inc), Multicast, 1)
+		if _, err := r.Open(d, Multicast); err != nil {
+			t.Fatal(err)
+		}
+		if inc%64 == 0 {
+			if _, err := r.Open(live(inc), Multicast); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(r.windows) > maxWindows {
+		t.Errorf("%d windows kept, at most %d", len(r.windows), maxWindows)
+	}
+	if _, err := r.Open(first, Multicast); !errors.Is(err, ErrReplay) {
+		t.Errorf("the live sender's window was forgotten: its first datagram replayed: %v", err)
+	}
+}
+
+// Two different keys with one ID are refused, and a key prints as its ID.
+func TestKeyIDCollisionRefusedAndKeysRedacted(t *testing.T) {
+	seen := map[uint32]Key{}
+	var a, b Key
+	for {
+		k := mustKey(t)
+		if o, ok := seen[k.ID()]; ok {
+			a, b = o, k
+			break
+		}
+		seen[k.ID()] = k
+	}
+	r := ring(t, a)
+	if err := r.Install(b); err == nil {
+		t.Error("a second key with the ID of one installed was taken")
+	}
+	if err := r.Install(a); err != nil {
+		t.Errorf("installing a key again: %v", err)
+	}
+	if _, err := NewRing(a, b); err == nil {
+		t.Error("NewRing took two keys with one ID")
+	}
+	if s := fmt.Sprint(a); strings.Contains(s, a.Encode()) || !strings.Contains(s, FormatID(a.ID())) {
+		t.Errorf("a key prints as %q", s)
 	}
 }
