@@ -29,7 +29,6 @@ package seal
 
 import (
 	"crypto/cipher"
-	"math"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -37,6 +36,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
