@@ -22,6 +22,15 @@ type Config struct {
 	// address). The machine only stores and forwards it.
 	Addr string
 
+	// Authenticated says that every datagram Step is given was
+	// authenticated with the group's key (the runtime drops the rest), so
+	// that a sender this node does not know is still one of the group. Only
+	// then does a node that missed the group for so long that it knows none
+	// of the members carrying it on take a server it does not know at its
+	// word and rejoin (see pingedByStranger); without a key, any sender on
+	// the network could make it.
+	Authenticated bool
+
 	// Bootstrap founds a new group at once, with this node as its only
 	// member (logical ID 1) and Params as the group's parameters.
 	Bootstrap bool

@@ -51,6 +51,7 @@ func (n *Node) promise(e uint64, who wire.NodeID) {
 		n.promised = e
 		n.votedFor = who
 		clear(n.log.future)
+		n.log.strangers = 0
 	case who != 0:
 		n.votedFor = who
 	}

@@ -62,6 +62,11 @@ const (
 	EventQuorumLost
 	// EventQuorumRegained: the majority is back.
 	EventQuorumRegained
+	// EventStranded: a server this node does not know pings it while no
+	// server it knows has renewed its lease: the group may have gone on
+	// without it, and without a group key it cannot tell (see
+	// Config.Authenticated). Reported once; restarting the node rejoins.
+	EventStranded
 )
 
 var eventNames = [...]string{
@@ -71,7 +76,7 @@ var eventNames = [...]string{
 	EventGranted: "granted", EventReleased: "released", EventLost: "lost", EventUpdate: "update",
 	EventEpoch: "epoch", EventTakeoverStarted: "takeover-started", EventTakeoverWon: "takeover-won",
 	EventTakeoverFailed: "takeover-failed", EventStepDown: "step-down", EventQuorumLost: "quorum-lost",
-	EventQuorumRegained: "quorum-regained",
+	EventQuorumRegained: "quorum-regained", EventStranded: "stranded",
 }
 
 // String returns the kind's name.

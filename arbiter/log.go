@@ -15,6 +15,7 @@ type logState struct {
 	window    map[uint64]wire.Decision // recent applied decisions, by T
 	order     []uint64                 // their Ts in apply order, for eviction
 	future    map[uint64]buffered      // arrived before their turn
+	strangers int                      // how many of them non-members sent
 	seenT     uint64                   // highest T a member showed
 	seenAddr  string                   // who showed it: a NAK goes there
 	gap       bool                     // seenT > t and the next decision is missing
@@ -62,8 +63,9 @@ type sender struct {
 
 // buffered is a decision that arrived before its turn, with its sender.
 type buffered struct {
-	d    wire.Decision
-	from sender
+	d        wire.Decision
+	from     sender
+	stranger bool // its sender was no member of the view when it came
 }
 
 func senderOf(src string, h wire.Header) sender {
@@ -150,17 +152,41 @@ func (n *Node) onDecision(src string, h wire.Header, from *member, d wire.Decisi
 
 // buffer keeps a decision for its turn. A copy from a member of the view
 // replaces one from a sender this node does not know: that one may be
-// forged, and would otherwise shut the real one out.
+// forged, and would otherwise shut the real one out. A member keeps at most
+// maxStrangerDecisions from senders it does not know.
 func (n *Node) buffer(t uint64, d wire.Decision, by sender) {
+	stranger := n.st != nil && n.st.member(by.id) == nil
 	if old, ok := n.log.future[t]; ok {
-		if n.st == nil || n.st.member(old.from.id) != nil || n.st.member(by.id) == nil {
+		if n.st == nil || !old.stranger || stranger {
 			n.stats.Duplicates++
 			return
 		}
-	} else if len(n.log.future) >= n.cfg.MaxBuffered {
+		n.unbuffer(t)
+	} else if len(n.log.future) >= n.cfg.MaxBuffered || (stranger && n.log.strangers >= maxStrangerDecisions) {
 		return // the NAK will fetch it again when its turn comes
 	}
-	n.log.future[t] = buffered{d: d, from: by}
+	if stranger {
+		n.log.strangers++
+	}
+	n.log.future[t] = buffered{d: d, from: by, stranger: stranger}
+}
+
+// maxStrangerDecisions bounds the decisions a member keeps from senders it
+// does not know: those of a member admitted by decisions it has yet to
+// apply are a turn's worth or two, and what a forger sends must not fill
+// the buffer.
+const maxStrangerDecisions = 64
+
+// unbuffer drops the buffered decision at t.
+func (n *Node) unbuffer(t uint64) {
+	b, ok := n.log.future[t]
+	if !ok {
+		return
+	}
+	delete(n.log.future, t)
+	if b.stranger {
+		n.log.strangers--
+	}
 }
 
 // drain applies buffered decisions that are now next in line.
@@ -170,7 +196,7 @@ func (n *Node) drain() {
 		if !ok {
 			return
 		}
-		delete(n.log.future, n.st.t)
+		n.unbuffer(n.st.t)
 		if !n.decidedBy(b.d, b.from) {
 			n.stats.NotServer++
 			return // the NAK fetches the real one
@@ -622,10 +648,22 @@ func (n *Node) truncated(why string) {
 	n.xfer.why = why
 }
 
-// tickGap asks for missing decisions once a gap has lasted NakTicks.
+// tickGap asks for missing decisions once a gap has lasted NakTicks. It
+// first forgets buffered decisions the log has passed by (applied from
+// another copy, or jumped over), and counts the next decision as there only
+// if a member of the view sent it: one a forger planted must not stop the
+// NAK that fetches the real one.
 func (n *Node) tickGap() {
 	l := &n.log
-	_, have := l.future[n.st.t]
+	if len(l.future) > 0 {
+		for t := range l.future {
+			if t < n.st.t {
+				n.unbuffer(t)
+			}
+		}
+	}
+	b, have := l.future[n.st.t]
+	have = have && n.decidedBy(b.d, b.from)
 	if l.seenT <= n.st.t || have || n.srv != nil || n.xfer.need {
 		l.gap, l.nakTries = false, 0
 		return
@@ -829,8 +867,15 @@ func (n *Node) tickTransfer() {
 		return
 	}
 	n.xfer.asked, n.xfer.askedAt = to, n.now
+	n.xfer.restart()
 	n.sendTo(to, &wire.StateRequest{})
 }
+
+// restart drops a state transfer half reassembled: each new request starts
+// a new one, so that chunks of a state that never completes (lost, or
+// forged to look newer than any real one) hold nothing up for longer than
+// a retry.
+func (x *transfer) restart() { x.parts, x.got = nil, 0 }
 
 // wantsState reports whether this node asked for a state transfer: it is
 // joining, its state is suspect, it is filling a gap (a NAK may be answered
@@ -923,9 +968,9 @@ func (n *Node) install(snap *wire.Snapshot) {
 	// The window may hold decisions of a branch the group did not take.
 	clear(n.log.window)
 	n.log.order = n.log.order[:0]
-	for t := range n.log.future {
-		if t < n.st.t {
-			delete(n.log.future, t)
+	for t, b := range n.log.future {
+		if t < n.st.t || b.stranger {
+			n.unbuffer(t) // a stranger's: its sender was no member of a view now gone
 		}
 	}
 	clear(n.acks)
@@ -1116,10 +1161,24 @@ func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) err
 // know pings it from further on in the log, it concludes that the group went
 // on without it and rejoins as a new incarnation: it holds nothing any more
 // (its lease ran out), and the group removes the old one after its lease.
+// It does so only where datagrams are authenticated (Config.Authenticated);
+// elsewhere it reports that it is stranded (EventStranded).
 func (n *Node) pingedByStranger(h wire.Header) {
 	st := n.st
 	if h.From < st.nextID || h.Epoch < n.promised || !after(h.LogEpoch, h.T, st.epoch, st.t) ||
 		!n.leaseExpired() || n.srv != nil || n.leave != nil {
+		return
+	}
+	if !n.cfg.Authenticated {
+		// Without a group key the ping may be forged, and a forger could
+		// have every member of a group cut off for a lease rejoin, leaving
+		// nobody to admit them. Say what the way out is, once.
+		if !n.stranded {
+			n.stranded = true
+			n.emit(Event{Kind: EventStranded, Node: h.From, Reason: fmt.Sprintf("the server, node %d, is none this node knows, and no server it knows renewed its lease: "+
+				"the group may have gone on without it (its log ends at T=%d, epoch %d; the server's at T=%d, epoch %d); "+
+				"restart this node to rejoin (with a group key it rejoins by itself)", h.From, st.t, st.epoch, h.T, h.LogEpoch)})
+		}
 		return
 	}
 	n.finish(EventRemoved, fmt.Sprintf("the server, node %d, is none this node knows, and no server it knows renewed its lease: "+

@@ -95,6 +95,7 @@ type Node struct {
 	// claim goes above it.
 	maxEpoch     uint64
 	failedClaims uint64 // claims given up in a row: see jitter
+	stranded     bool   // EventStranded was reported (see pingedByStranger)
 	attempts     uint64 // claims this node has started: see wire.Claim.Attempt
 	// grantsWaiting is false when no request has a grant waiting to take
 	// effect, which spares confirmGrants its scan at every step.
@@ -308,7 +309,7 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 			n.srv.heard[h.From] = n.now
 		}
 	}
-	if n.hand != nil && h.From == n.hand.to && h.T >= n.hand.nextT {
+	if n.hand != nil && from != nil && h.From == n.hand.to && h.T >= n.hand.nextT {
 		n.hand = nil // the next server has the SYNC
 	}
 	in := inbound{src: src, h: h, m: m, at: n.now}
@@ -460,16 +461,14 @@ func (n *Node) Cancel(resource string) error {
 // this node's view may go on to its handler: a join request (a newcomer's),
 // a request for decisions or the state (answered by notMember), a decision
 // or a ping (from a member admitted by decisions this node lacks: see
-// onDecision, pingedByStranger), a state transfer (counted as unasked
-// there), and an operation of a member admitted by decisions this node
-// lacks (an ID it has not yet assigned), which a server to come replays.
-// Nothing else a non-member says means anything to a member.
+// onDecision, pingedByStranger), and a state transfer (counted as unasked
+// there). Nothing else a non-member says means anything to a member: the
+// operations of a member admitted by decisions this node lacks are sent
+// again until decided, by when this node knows it.
 func (n *Node) strangerMay(h wire.Header, m wire.Message) bool {
 	switch m.(type) {
 	case *wire.JoinRequest, *wire.Nak, *wire.StateRequest, wire.Decision, *wire.Ping, *wire.StateChunk:
 		return true
-	case *wire.Request, *wire.Release, *wire.Cancel, *wire.LeaveRequest:
-		return h.From >= n.st.nextID
 	}
 	return false
 }

@@ -266,6 +266,7 @@ func (c *Config) machine(inc uint64, addr string, firstT uint64) (arbiter.Config
 	m.Inc = inc
 	m.Addr = addr
 	m.Limits = limits(*c)
+	m.Authenticated = len(c.Keys) > 0
 	m.Params = wire.Params{
 		TurnLength:       uint64(c.TurnLength),
 		MaxMembers:       uint32(c.MaxMembers),

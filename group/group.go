@@ -87,6 +87,7 @@ const (
 	EventStepDown        = arbiter.EventStepDown
 	EventQuorumLost      = arbiter.EventQuorumLost
 	EventQuorumRegained  = arbiter.EventQuorumRegained
+	EventStranded        = arbiter.EventStranded
 )
 
 // Group is one node's membership in a group: the runtime that drives the
@@ -138,6 +139,10 @@ type Group struct {
 	ring      *seal.Ring
 	sealSeq   uint64
 	warnedKey bool
+	// wasMember: this node has been a member (a later join is a rejoin);
+	// rejoinAt, if set, is when to try again after a refused rejoin.
+	wasMember bool
+	rejoinAt  time.Time
 	// leaseEnd is when this node's lease runs out unless renewed, in
 	// nanoseconds of the Clock's time; leases read it without a round trip
 	// to the loop.
@@ -405,6 +410,7 @@ func (g *Group) run() {
 		case <-ticker.C():
 			catchUp()
 			g.persistT(false)
+			g.maybeRejoin()
 		case p, ok := <-packets:
 			catchUp()
 			if !ok {
@@ -591,6 +597,7 @@ func (g *Group) handle(e Event) {
 	g.logEvent(e)
 	switch e.Kind {
 	case EventJoined:
+		g.wasMember = true
 		p := g.node.Params()
 		if p.TickMicros != uint64(g.cfg.Tick/time.Microsecond) {
 			err := fmt.Errorf("%w: the group ticks every %v, this node every %v; use the same --tick everywhere",
@@ -614,8 +621,16 @@ func (g *Group) handle(e Event) {
 			g.next(name)
 		}
 	case EventGroupFull:
-		g.finishJoin(ErrGroupFull)
-		g.fail(ErrGroupFull) // on a rejoin: nobody waiting here can be served
+		if !g.wasMember {
+			g.finishJoin(ErrGroupFull)
+			g.fail(ErrGroupFull)
+			break
+		}
+		// On a rejoin, the group's view may still count members it has yet
+		// to remove (this node's old incarnation among them), and without a
+		// key the refusal may be forged: try again after a lease, when the
+		// dead are gone, rather than give up for good.
+		g.rejoinAt = g.clock.Now().Add(g.cfg.LeaseTimeout + g.cfg.LeaseMargin)
 	case EventLeft:
 		if e.Reason != arbiter.LeaveUnconfirmed {
 			g.forgetMembership()
@@ -674,6 +689,19 @@ func (g *Group) finishJoin(err error) {
 	}
 }
 
+// maybeRejoin starts a new incarnation once the wait after a refused rejoin
+// is over.
+func (g *Group) maybeRejoin() {
+	if g.rejoinAt.IsZero() || g.clock.Now().Before(g.rejoinAt) {
+		return
+	}
+	g.rejoinAt = time.Time{}
+	if err := g.newNode(false); err != nil {
+		g.log.Error().Err(err).Msg("could not rejoin")
+		g.fail(err)
+	}
+}
+
 // removed handles this node being declared dead: every lease is lost, every
 // waiting call fails, and a new incarnation joins in its place.
 func (g *Group) removed() {
@@ -715,7 +743,13 @@ func (g *Group) logEvent(e Event) {
 	case EventJoined:
 		l.Info().Uint64("node", uint64(e.Node)).Int("members", len(g.node.Members())).Uint64("T", e.T).Msg("joined the group")
 	case EventGroupFull:
-		l.Error().Msg("the group is full: refused")
+		if g.wasMember {
+			l.Error().Dur("retry_in", g.cfg.LeaseTimeout+g.cfg.LeaseMargin).Msg("the group is full: the rejoin was refused; trying again after a lease")
+		} else {
+			l.Error().Msg("the group is full: refused")
+		}
+	case EventStranded:
+		l.Error().Msg(e.Reason)
 	case EventLeft:
 		if e.Reason == arbiter.LeaveUnconfirmed {
 			l.Warn().Msg("left without the group confirming it (it may still count this node until it removes it)")

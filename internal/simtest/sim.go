@@ -172,6 +172,10 @@ func (s *Sim) Config(i int, bootstrap bool) arbiter.Config {
 	cfg.Inc = s.Rand.Uint64() | 1
 	cfg.Addr = s.Hosts[i].Addr
 	cfg.Bootstrap = bootstrap
+	// The simulated network carries the group's datagrams alone, as a
+	// group key would make a real one; tests that forge datagrams say
+	// otherwise by a Tweak.
+	cfg.Authenticated = true
 	if s.Opt.Tweak != nil {
 		s.Opt.Tweak(&cfg)
 	}
