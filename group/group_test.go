@@ -514,3 +514,55 @@ func TestLeaseDeadlineAfterRejoin(t *testing.T) {
 		}
 	})
 }
+
+// A member removed while cut off, whose rejoin the group refuses because it
+// is full meanwhile, does not give up for good: it tries again after a
+// lease, and once a place is free it is a member again and serves locks.
+func TestRefusedRejoinRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(31)
+		join := func() *group.Group {
+			c := memConfig(net)
+			c.MaxMembers = 3
+			g, err := group.Join(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { g.Close() })
+			return g
+		}
+		a, _, cut := join(), join(), join()
+		for st, _ := cut.Status(); st.IsServer; st, _ = cut.Status() {
+			time.Sleep(time.Millisecond)
+		}
+		net.Isolate(cut.Addr(), true)
+		for len(a.Members()) != 2 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		d := join() // takes the place
+		net.Isolate(cut.Addr(), false)
+		deadline := time.Now().Add(time.Minute)
+		for st, _ := cut.Status(); st.Stats.Rejoins == 0 || st.Joined; st, _ = cut.Status() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the cut-off member never found the group full: %+v", st.Stats)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := d.Leave(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for st, _ := cut.Status(); !st.Joined; st, _ = cut.Status() {
+			if time.Now().After(deadline) {
+				t.Fatal("the refused member never got back in")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		l, err := cut.Acquire(ctx, "r")
+		if err != nil {
+			t.Fatalf("the member back in serves no lock: %v", err)
+		}
+		l.Release()
+	})
+}
