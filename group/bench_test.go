@@ -8,6 +8,7 @@ import (
 	"github.com/mcnode/mcnode/clock"
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/group/memnet"
+	"github.com/mcnode/mcnode/seal"
 )
 
 // sinkToken keeps the benchmarks' results alive.
@@ -16,9 +17,10 @@ var sinkToken uint64
 // benchJoin starts a node on the in-memory network: with found, it founds
 // the group after a short wait for an answer; without, it waits for the
 // group and joins it (it never founds a second one).
-func benchJoin(b *testing.B, net *memnet.Network, found bool) *group.Group {
+func benchJoin(b *testing.B, net *memnet.Network, found bool, keys ...seal.Key) *group.Group {
 	b.Helper()
 	c := memConfig(net)
+	c.Keys = keys
 	c.JoinTimeout = 50 * time.Millisecond
 	c.Bootstrap = found
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -62,6 +64,8 @@ func benchRound(b *testing.B, g *group.Group) uint64 {
 //     by the member that will not be serving it, predicted from the turn
 //     schedule and the last grant's T; a round that the requester decided
 //     itself fails the benchmark.
+//   - TwoNodesKeyed: the same with a group key: every datagram sealed and
+//     opened (package seal).
 func BenchmarkRound(b *testing.B) {
 	b.Run("OneNode", func(b *testing.B) {
 		g := benchJoin(b, memnet.New(1), true)
@@ -72,9 +76,22 @@ func BenchmarkRound(b *testing.B) {
 			sinkToken = benchRound(b, g)
 		}
 	})
-	b.Run("TwoNodes", func(b *testing.B) {
+	b.Run("TwoNodes", func(b *testing.B) { benchTwoNodes(b) })
+	b.Run("TwoNodesKeyed", func(b *testing.B) {
+		key, err := seal.GenerateKey()
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchTwoNodes(b, key)
+	})
+}
+
+// benchTwoNodes runs the TwoNodes rounds, with the datagrams sealed if keys
+// are given.
+func benchTwoNodes(b *testing.B, keys ...seal.Key) {
+	{
 		net := memnet.New(2)
-		nodes := []*group.Group{benchJoin(b, net, true), benchJoin(b, net, false)}
+		nodes := []*group.Group{benchJoin(b, net, true, keys...), benchJoin(b, net, false, keys...)}
 		ids := []group.NodeID{nodes[0].ID(), nodes[1].ID()}
 		// The group's turn length is the founder's: memConfig keeps the
 		// default.
@@ -125,5 +142,5 @@ func BenchmarkRound(b *testing.B) {
 		if selfServed > 0 {
 			b.Fatalf("%d of %d rounds were decided by the requester itself", selfServed, b.N)
 		}
-	})
+	}
 }
