@@ -2,6 +2,7 @@ package arbiter_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -513,9 +514,48 @@ func TestNewcomerNotHeldUpByAForgedChunk(t *testing.T) {
 	newcomer := s.Hosts[2]
 	h := memberHeader(server(s))
 	h.From, h.LogEpoch, h.Epoch = 9, math.MaxUint32, math.MaxUint32
-	_ = newcomer.Node.Step(rogue, h, &wire.StateChunk{T: math.MaxUint64 - 1, Index: 0, Count: 2, Data: []byte{1}})
-	s.Flush(newcomer)
-	waitUntil(t, s, 300, "the newcomer joins", newcomer.Node.Joined)
+	for i := 0; i < 300 && !newcomer.Node.Joined(); i++ {
+		// A chunk at every tick: after every join request, whenever it went.
+		_ = newcomer.Node.Step(rogue, h, &wire.StateChunk{T: math.MaxUint64 - 1, Index: 0, Count: 2, Data: []byte{1}})
+		s.Flush(newcomer)
+		s.RunTicks(1)
+	}
+	if !newcomer.Node.Joined() {
+		t.Fatal("the newcomer did not join")
+	}
+}
+
+// A large state (about seventy chunks) reaches a newcomer over a network
+// that loses one datagram in ten: the chunks of one state pile up across
+// the retries, so it arrives though hardly any one sending gets every chunk
+// through.
+func TestLargeStateArrivesUnderLoss(t *testing.T) {
+	s := newGroup(t, 3, 373, nil)
+	srv := server(s)
+	long := strings.Repeat("x", 100)
+	for i := 0; i < 800; i++ {
+		req, err := srv.Node.Acquire(fmt.Sprintf("%s-%04d", long, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Check.Acquired(srv, req)
+	}
+	s.Flush(srv)
+	waitUntil(t, s, 2000, "every lock held", func() bool { return len(srv.Node.Held()) == 800 })
+	victim := 0
+	for i, h := range s.Hosts {
+		if h != srv && h.Node.Backup() != h.Node.ID() {
+			victim = i
+		}
+	}
+	s.Crash(victim)
+	waitUntil(t, s, 3000, "the crashed member removed", func() bool {
+		x := server(s)
+		return x != nil && len(x.Node.Members()) == 2
+	})
+	s.Opt.Loss = 0.1
+	s.Start(victim, false)
+	waitUntil(t, s, 3000, "the newcomer joins under 10% loss", s.Hosts[victim].Node.Joined)
 }
 
 // Decisions from a member's own address, as a bug in that member would send

@@ -49,9 +49,6 @@ func (n *Node) found() {
 func (n *Node) sendJoinRequest() {
 	j := n.join
 	j.sentAt = n.now
-	if n.st == nil {
-		n.xfer.restart() // what came so far is not a whole state: start again
-	}
 	req := &wire.JoinRequest{Inc: n.cfg.Inc, Addr: n.cfg.Addr, HaveState: n.st != nil}
 	if n.st != nil {
 		req.Missing = n.missingGreetings()

@@ -162,7 +162,7 @@ func (n *Node) buffer(t uint64, d wire.Decision, by sender) {
 			return
 		}
 		n.unbuffer(t)
-	} else if len(n.log.future) >= n.cfg.MaxBuffered || (stranger && n.log.strangers >= maxStrangerDecisions) {
+	} else if len(n.log.future) >= n.cfg.MaxBuffered || (stranger && (n.log.strangers >= maxStrangerDecisions || t > n.strangerReach())) {
 		return // the NAK will fetch it again when its turn comes
 	}
 	if stranger {
@@ -176,6 +176,14 @@ func (n *Node) buffer(t uint64, d wire.Decision, by sender) {
 // apply are a turn's worth or two, and what a forger sends must not fill
 // the buffer.
 const maxStrangerDecisions = 64
+
+// strangerReach is the furthest T at which a member keeps a decision from a
+// sender it does not know: two turns past the furthest a member of its view
+// has shown. Further on, a forger's decisions would hold their places for
+// as long as T takes to get there.
+func (n *Node) strangerReach() uint64 {
+	return max(n.st.t, n.log.seenT) + 2*n.st.params.TurnLength
+}
 
 // unbuffer drops the buffered decision at t.
 func (n *Node) unbuffer(t uint64) {
@@ -790,13 +798,53 @@ type transfer struct {
 	why     string // what made it suspect
 	askedAt uint64
 	asked   wire.NodeID
-	t       uint64 // the snapshot being reassembled: its T, the sender's log epoch, its digest
+	// assembling holds the states being reassembled, one per sender
+	// address (at most maxAssemblies): chunks pile up across retries, so a
+	// large state arrives under loss, and what one sender sends (a forger's
+	// chunks of a state that never completes) holds up no other's.
+	assembling []*assembly
+	sent       map[string]uint64 // destination → tick of last snapshot sent
+}
+
+// assembly is one state being reassembled: its T, the sender's log epoch
+// and the state's digest name it.
+type assembly struct {
+	from    sender
+	t       uint64
 	epoch   uint64
 	digest  uint64
-	from    sender // who sent the first chunk
 	parts   [][]byte
 	got     int
-	sent    map[string]uint64 // destination → tick of last snapshot sent
+	started uint64
+}
+
+// maxAssemblies bounds the states reassembled at once.
+const maxAssemblies = 4
+
+// assemblyFor returns the reassembly a chunk from "by" belongs to, starting
+// one if needed: a sender's newer state replaces its older one, and with
+// every slot taken the reassembly started first gives way. It returns nil
+// for a chunk of an older state than the one its sender is sending.
+func (x *transfer) assemblyFor(by sender, c *wire.StateChunk, now uint64) *assembly {
+	for i, a := range x.assembling {
+		if a.from.addr != by.addr {
+			continue
+		}
+		if a.t == c.T && a.epoch == by.logEpoch && a.digest == c.Digest && len(a.parts) == int(c.Count) {
+			return a
+		}
+		if after(a.epoch, a.t, by.logEpoch, c.T) {
+			return nil
+		}
+		x.assembling = slices.Delete(x.assembling, i, i+1)
+		break
+	}
+	if len(x.assembling) >= maxAssemblies {
+		x.assembling = x.assembling[1:] // the earliest started
+	}
+	a := &assembly{from: by, t: c.T, epoch: by.logEpoch, digest: c.Digest, parts: make([][]byte, c.Count), started: now}
+	x.assembling = append(x.assembling, a)
+	return a
 }
 
 // sendSnapshot sends this node's state directly to addr, in chunks that
@@ -867,15 +915,8 @@ func (n *Node) tickTransfer() {
 		return
 	}
 	n.xfer.asked, n.xfer.askedAt = to, n.now
-	n.xfer.restart()
 	n.sendTo(to, &wire.StateRequest{})
 }
-
-// restart drops a state transfer half reassembled: each new request starts
-// a new one, so that chunks of a state that never completes (lost, or
-// forged to look newer than any real one) hold nothing up for longer than
-// a retry.
-func (x *transfer) restart() { x.parts, x.got = nil, 0 }
 
 // wantsState reports whether this node asked for a state transfer: it is
 // joining, its state is suspect, it is filling a gap (a NAK may be answered
@@ -904,30 +945,22 @@ func (n *Node) onStateChunk(src string, h wire.Header, from *member, c *wire.Sta
 		return nil
 	}
 	x := &n.xfer
-	// Chunks of one state from different senders are interchangeable:
-	// equal states encode to equal bytes, and the digest names the state.
-	if x.parts == nil || c.T != x.t || h.LogEpoch != x.epoch || c.Digest != x.digest || int(c.Count) != len(x.parts) {
-		if x.parts != nil && after(x.epoch, x.t, h.LogEpoch, c.T) {
-			return nil // an older state than the one being reassembled
-		}
-		x.t, x.epoch, x.digest, x.parts, x.got = c.T, h.LogEpoch, c.Digest, make([][]byte, c.Count), 0
-		x.from = senderOf(src, h)
+	a := x.assemblyFor(senderOf(src, h), c, n.now)
+	if a == nil || a.parts[c.Index] != nil {
+		return nil // an older state than its sender's latest, or a chunk had already
 	}
-	if x.parts[c.Index] != nil {
+	a.parts[c.Index] = slices.Clone(c.Data)
+	a.got++
+	if a.got < len(a.parts) {
 		return nil
 	}
-	x.parts[c.Index] = slices.Clone(c.Data)
-	x.got++
-	if x.got < len(x.parts) {
-		return nil
-	}
-	data := bytes.Join(x.parts, nil)
-	x.parts, x.got = nil, 0
-	snap, err := n.codec.DecodeSnapshot(data)
-	if err != nil || snap.T != x.t || snap.Epoch != x.epoch || stateFromSnapshot(snap).digest() != x.digest || !listsSender(snap, x.from) {
+	x.assembling = slices.DeleteFunc(x.assembling, func(b *assembly) bool { return b == a })
+	snap, err := n.codec.DecodeSnapshot(bytes.Join(a.parts, nil))
+	if err != nil || snap.T != a.t || snap.Epoch != a.epoch || stateFromSnapshot(snap).digest() != a.digest || !listsSender(snap, a.from) {
 		n.stats.BadSnapshots++
 		return nil
 	}
+	x.assembling = nil // what else was coming is no newer than what was asked for now
 	n.install(snap)
 	return nil
 }
@@ -969,10 +1002,13 @@ func (n *Node) install(snap *wire.Snapshot) {
 	clear(n.log.window)
 	n.log.order = n.log.order[:0]
 	for t, b := range n.log.future {
-		if t < n.st.t || b.stranger {
-			n.unbuffer(t) // a stranger's: its sender was no member of a view now gone
+		if t < n.st.t || b.stranger || n.st.member(b.from.id) == nil {
+			// Passed, or a stranger's to this state: a newcomer took what
+			// came before it had a view, and keeps only its members'.
+			delete(n.log.future, t)
 		}
 	}
+	n.log.strangers = 0
 	clear(n.acks)
 	if n.join != nil {
 		n.stat = statusSyncing

@@ -21,10 +21,14 @@
 //
 // Replay protection is per receiver, from when it starts: a node takes each
 // sender's datagrams once, and none older than the first it took from that
-// sender on each path (multicast, direct). A node that has just started may
-// take a datagram captured before it started, once; the protocol drops such
-// a datagram as stale, since everything a node acts on as a newcomer names
-// its own incarnation, which is new.
+// sender on each path (multicast, direct); the first datagrams of a path
+// that arrive out of order are dropped, and sent again. A node that has just
+// started may take datagrams captured before it started (each once, in the
+// order they were sent), and a window forgotten to make room (the least
+// recently used of maxWindows) lets its path's old datagrams in again, once
+// each: the protocol drops such datagrams as stale, since everything a node
+// acts on as a newcomer names its own incarnation, which is new, and a
+// member's log and epoch have moved past them.
 package seal
 
 import (
@@ -296,12 +300,14 @@ func nonceFor(inc, seq uint64) [chacha20poly1305.NonceSizeX]byte {
 	return n
 }
 
-// maxWindows bounds the sender paths tracked. The one used longest ago is
-// forgotten first, which is a long-gone incarnation's (every member sends
-// to every other at least at every ping): a datagram of it, replayed, then
-// reaches the protocol, which drops it as no member's. Only datagrams that
-// authenticate make windows, so a sender without the key cannot churn them.
-const maxWindows = 1024
+// maxWindows bounds the sender paths tracked: two for each member of the
+// largest group (1,024), twice over. The one used longest ago is forgotten
+// first, which is a long-gone incarnation's (every member sends to every
+// other at least at every ping): a datagram of it, replayed, then reaches
+// the protocol, which drops it as no member's. Only datagrams that
+// authenticate make windows, so a sender without the key churns them only
+// by replaying datagrams of thousands of past incarnations.
+const maxWindows = 4096
 
 // window makes the window of a path, whose first datagram to authenticate
 // is number first: none below it is taken (a path's datagrams arrive in
