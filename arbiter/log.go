@@ -740,11 +740,15 @@ func (n *Node) notMember(src string, h wire.Header) {
 
 // onNotMember handles a member's word that its log does not list this node.
 // It counts only from a member of this node's view whose log is at least as
-// far on as this node's, in an epoch this node has not left: that log then
-// continues this node's own, so the group removed this node (or recorded it
-// as gone) in a decision this node missed. It rejoins as a new incarnation.
+// far on as this node's, and of this node's log epoch or a newer one: that
+// log then continues this node's own, so the group removed this node (or
+// recorded it as gone) in a decision this node missed. (What epoch the
+// sender has promised does not matter: this node may have promised one
+// whose claim failed, and so refuse everything of the epoch the group went
+// on in, which is how it missed its removal.) It rejoins as a new
+// incarnation.
 func (n *Node) onNotMember(h wire.Header, from *member) {
-	if n.st == nil || from == nil || h.Epoch < n.promised || after(n.st.epoch, n.st.t, h.LogEpoch, h.T) {
+	if n.st == nil || from == nil || h.LogEpoch < n.st.epoch || after(n.st.epoch, n.st.t, h.LogEpoch, h.T) {
 		return
 	}
 	if n.leave != nil {

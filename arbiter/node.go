@@ -294,7 +294,11 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 		return ErrForged
 	}
 	if from == nil && n.st != nil && !n.strangerMay(h, m) {
-		n.stats.NotMember++
+		// A node that still acts as a member under an ID this log has
+		// given (and since removed, or given another incarnation) learns
+		// that it is none: it may have missed its removal, and may not
+		// even look for it (see notMember).
+		n.notMember(src, h)
 		return ErrNotMember
 	}
 	if n.join != nil && h.Instance != 0 {

@@ -318,30 +318,31 @@ func report(t *testing.T, seed int64, o outcome) {
 // regressionSeeds failed once, outside the default sweep's range; each is
 // kept, with what it found:
 var regressionSeeds = []int64{
-	1507,  // newcomers waiting for greetings from dead members could not take over
-	2267,  // a lease renewed by a SYNC for a ping answered after the SYNC was made
-	2861,  // the same, another path
-	6910,  // the same
-	13771, // a claimant answered a server's ping, then voted for itself
-	16432, // removal of a cut-off member left a dead majority (fault model)
-	17292, // a member heard by its request but not its pings was removed while granted
-	21539, // a paused node, catching up tick by tick, took a grant from the past
-	21895, // lease renewal after a pause, as 2267
-	5568,  // a member's silence, older than a takeover, got it removed within its lease
-	28395, // a leaving server, held by a takeover's wait, gave up leaving a group of two
-	31472, // a node paused while leaving gave up at once on resuming, in a group of two
-	13411, // a grant pending while its lease lapsed took effect under a lease the new epoch renewed
-	43985, // the same, two holders of one token
-	5117,  // a node whose view fell behind could not catch up from members it did not know
-	22397, // the same
-	54611, // late pre-votes of an earlier attempt won a pre-claim for a removed node, deaf from then on
-	19057, // a removed incarnation's late join request was admitted: a dead newcomer left no majority
-	68064, // the same
-	72842, // the same
-	30041, // fault model: a host paused past its removal counted as running, and two crashes left no majority
-	59151, // the same
-	74088, // the same
-	21933, // a member cut off one way for long knew none of the members it could take state from
+	1507,   // newcomers waiting for greetings from dead members could not take over
+	2267,   // a lease renewed by a SYNC for a ping answered after the SYNC was made
+	2861,   // the same, another path
+	6910,   // the same
+	13771,  // a claimant answered a server's ping, then voted for itself
+	16432,  // removal of a cut-off member left a dead majority (fault model)
+	17292,  // a member heard by its request but not its pings was removed while granted
+	21539,  // a paused node, catching up tick by tick, took a grant from the past
+	21895,  // lease renewal after a pause, as 2267
+	5568,   // a member's silence, older than a takeover, got it removed within its lease
+	28395,  // a leaving server, held by a takeover's wait, gave up leaving a group of two
+	31472,  // a node paused while leaving gave up at once on resuming, in a group of two
+	13411,  // a grant pending while its lease lapsed took effect under a lease the new epoch renewed
+	43985,  // the same, two holders of one token
+	5117,   // a node whose view fell behind could not catch up from members it did not know
+	22397,  // the same
+	54611,  // late pre-votes of an earlier attempt won a pre-claim for a removed node, deaf from then on
+	19057,  // a removed incarnation's late join request was admitted: a dead newcomer left no majority
+	68064,  // the same
+	72842,  // the same
+	30041,  // fault model: a host paused past its removal counted as running, and two crashes left no majority
+	59151,  // the same
+	74088,  // the same
+	21933,  // a member cut off one way for long knew none of the members it could take state from
+	118885, // two members that voted for a failed claim refused the group's epoch and never learned they were removed
 }
 
 // TestRegressionSeeds replays every seed that ever failed outside the
