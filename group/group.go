@@ -1047,3 +1047,15 @@ func (g *Group) Keys() ([]uint32, error) {
 		return ids
 	})
 }
+
+// KeyRing returns the installed group keys themselves, the primary first,
+// for writing them to a key file; nil without a key.
+func (g *Group) KeyRing() []seal.Key {
+	keys, _ := ask(g, func() []seal.Key {
+		if g.ring == nil {
+			return nil
+		}
+		return g.ring.Keys()
+	})
+	return keys
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -72,4 +73,49 @@ func WriteKeyFile(path string, keys ...Key) error {
 		return fmt.Errorf("seal: key file: %w", err)
 	}
 	return f.Close()
+}
+
+// ReplaceKeyFile writes keys to path (the first the one to seal with),
+// replacing the file atomically: a new file beside it, readable by its
+// owner alone, renamed over the old one, so that a crash leaves the old
+// keys or the new ones, never half of either.
+func ReplaceKeyFile(path string, keys ...Key) error {
+	if len(keys) == 0 {
+		return errors.New("seal: no key to write")
+	}
+	tmp := path + ".new"
+	_ = os.Remove(tmp)
+	if err := WriteKeyFile(tmp, keys...); err != nil {
+		return err
+	}
+	if err := syncFile(tmp); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("seal: key file: %w", err)
+	}
+	return nil
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("seal: key file: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("seal: key file: %w", err)
+	}
+	return nil
+}
+
+// ParseID reads a key ID as key listings show it (8 hex digits).
+func ParseID(s string) (uint32, error) {
+	id, err := strconv.ParseUint(strings.TrimSpace(s), 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("seal: key ID %q is not 8 hex digits (see mcnode keys list)", s)
+	}
+	return uint32(id), nil
 }

@@ -400,3 +400,24 @@ func TestKeyIDCollisionRefusedAndKeysRedacted(t *testing.T) {
 		t.Errorf("a key prints as %q", s)
 	}
 }
+
+func TestReplaceKeyFileAndParseID(t *testing.T) {
+	path := t.TempDir() + "/key"
+	a, b := mustKey(t), mustKey(t)
+	if err := WriteKeyFile(path, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReplaceKeyFile(path, b, a); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := LoadKeyFile(path)
+	if err != nil || len(keys) != 2 || !Equal(keys[0], b) || !Equal(keys[1], a) {
+		t.Fatalf("after ReplaceKeyFile: %d keys, %v", len(keys), err)
+	}
+	if id, err := ParseID(FormatID(a.ID())); err != nil || id != a.ID() {
+		t.Errorf("ParseID(FormatID) = %x, %v", id, err)
+	}
+	if _, err := ParseID("xyz"); err == nil {
+		t.Error("a bad key ID was parsed")
+	}
+}

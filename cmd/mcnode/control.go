@@ -41,6 +41,10 @@ type request struct {
 	Op   string `json:"op"`
 	Name string `json:"name,omitempty"`
 	Try  bool   `json:"try,omitempty"`
+	// The key operations: "keys" lists, "key-install" adds Key (base64),
+	// "key-use" and "key-remove" take the key's ID.
+	Key string `json:"key,omitempty"`
+	ID  string `json:"id,omitempty"`
 }
 
 type response struct {
@@ -53,6 +57,7 @@ type response struct {
 	Expires int64       `json:"expires_ns,omitempty"`
 	Lost    string      `json:"lost,omitempty"`
 	Status  *statusView `json:"status,omitempty"`
+	Keys    []string    `json:"keys,omitempty"` // key IDs, the one sealing first
 }
 
 // errUnsafeSocketDir: the control socket's directory could be someone
@@ -131,6 +136,13 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 		_ = enc.Encode(response{OK: true, Status: st})
 	case "lock":
 		serveLock(conn, in, enc, g, req, log)
+	case "keys", "key-install", "key-use", "key-remove":
+		ids, err := manageKeys(g, req)
+		if err != nil {
+			_ = enc.Encode(response{Error: err.Error()})
+			return
+		}
+		_ = enc.Encode(response{OK: true, Keys: ids})
 	default:
 		_ = enc.Encode(response{Error: fmt.Sprintf("unknown op %q", req.Op)})
 	}
@@ -274,6 +286,17 @@ func (j *joining) status() (*statusView, error) {
 		return nil, err
 	}
 	return g.status()
+}
+
+func (j *joining) keys() (keyRing, error) {
+	g, err := j.get()
+	if err != nil {
+		return nil, err
+	}
+	if kr, ok := g.(keyRing); ok {
+		return kr, nil
+	}
+	return nil, errNoKeys
 }
 
 func (j *joining) leave(ctx context.Context) error {

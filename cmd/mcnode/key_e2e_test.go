@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcnode/mcnode/internal/netns"
+	"github.com/mcnode/mcnode/seal"
 )
 
 // A group whose daemons share a key file (made by mcnode keygen) grants
@@ -53,5 +55,87 @@ func TestE2EGroupKey(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(string(out), "chmod 600") {
 		t.Fatalf("a key file others can read: %v: %s", err, out)
+	}
+}
+
+// A group's key is rotated with mcnode keys on every member, in the three
+// steps of its help, while locks go on being taken: every lock is granted,
+// each daemon's key file ends up holding the new key alone, and a daemon
+// restarted from it rejoins.
+func TestE2EKeyRotation(t *testing.T) {
+	const hosts = 3 // a majority stays up while one restarts
+	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
+	keyfile := func(i int) string { return filepath.Join(c.dir, fmt.Sprintf("host%d.key", i)) }
+	old := filepath.Join(c.dir, "old.key")
+	if out, err := c.mcnode(0, "keygen", old).CombinedOutput(); err != nil {
+		t.Fatalf("mcnode keygen: %v: %s", err, out)
+	}
+	data, err := os.ReadFile(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < hosts; i++ {
+		if err := os.WriteFile(keyfile(i), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.env = func(i int) []string { return []string{"MCNODE_KEYFILE=" + keyfile(i)} }
+	c.startDaemon(0)
+	c.waitMembers(0, 1)
+	for i := 1; i < hosts; i++ {
+		c.startDaemon(i)
+	}
+	for i := 0; i < hosts; i++ {
+		c.waitMembers(i, hosts)
+	}
+	next := filepath.Join(c.dir, "next.key")
+	if out, err := c.mcnode(0, "keygen", next).CombinedOutput(); err != nil {
+		t.Fatalf("mcnode keygen: %v: %s", err, out)
+	}
+	ids := func(path string) []string {
+		keys, err := seal.LoadKeyFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, k := range keys {
+			out = append(out, seal.FormatID(k.ID()))
+		}
+		return out
+	}
+	oldID, nextID := ids(old)[0], ids(next)[0]
+	lock := func(step string) {
+		for i := 0; i < hosts; i++ {
+			if out, err := c.mcnode(i, "lock", "--timeout", "5s", "k", "--", "true").CombinedOutput(); err != nil {
+				t.Fatalf("%s: mcnode lock on host %d: %v: %s", step, i, err, out)
+			}
+		}
+	}
+	for _, step := range [][]string{{"install", next}, {"use", nextID}, {"remove", oldID}} {
+		for i := 0; i < hosts; i++ {
+			if out, err := c.mcnode(i, append([]string{"keys"}, step...)...).CombinedOutput(); err != nil {
+				t.Fatalf("mcnode keys %v on host %d: %v: %s", step, i, err, out)
+			}
+		}
+		lock(step[0])
+	}
+	out, err := c.mcnode(0, "keys", "list").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != nextID+"  (seals)" {
+		t.Fatalf("mcnode keys list after the rotation: %v: %q", err, out)
+	}
+	for i := 0; i < hosts; i++ {
+		if got := ids(keyfile(i)); len(got) != 1 || got[0] != nextID {
+			t.Fatalf("host %d's key file holds %v, want %s alone", i, got, nextID)
+		}
+	}
+	_ = c.daemons[1].Process.Kill()
+	_ = c.daemons[1].Wait()
+	c.startDaemon(1)
+	c.waitStatus(1, "the restarted daemon rejoined with the rewritten key file", func(v *statusView) bool { return v.Self != 0 })
+	if out, err := c.mcnode(1, "lock", "--timeout", "5s", "k", "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("mcnode lock on the restarted daemon: %v: %s", err, out)
+	}
+	if out, err := c.mcnode(1, "keys", "remove", nextID).CombinedOutput(); err == nil {
+		t.Fatalf("the key that seals was removed: %s", out)
 	}
 }

@@ -82,6 +82,7 @@ func newApp() *cli.App {
 			benchCommand(),
 			fenceCommand(),
 			keygenCommand(),
+			keysCommand(),
 		},
 		OnUsageError:    onUsageError,
 		HideHelpCommand: true,

@@ -156,7 +156,10 @@ func errLocked(err error) bool {
 }
 
 // groupLocker is a multicast-mode node.
-type groupLocker struct{ g *group.Group }
+type groupLocker struct {
+	g       *group.Group
+	keyfile string // where its keys are kept ("" without a key)
+}
 
 func (l groupLocker) acquire(ctx context.Context, name string, try bool) (lease, error) {
 	f := l.g.Acquire
@@ -264,7 +267,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 			if err != nil {
 				return nil, &exitError{code: 1, err: err}
 			}
-			return groupLocker{g: g}, nil
+			return groupLocker{g: g, keyfile: c.String("keyfile")}, nil
 		}, why, nil
 	}
 	cfg, err := quorumConfig(c, log)

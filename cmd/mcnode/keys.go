@@ -1,0 +1,190 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/seal"
+)
+
+// keyRing is a daemon's node whose group keys can be changed while it runs.
+type keyRing interface {
+	keyIDs() ([]uint32, error)
+	installKey(seal.Key) error
+	useKey(id uint32) error
+	removeKey(id uint32) error
+}
+
+var errNoKeys = errors.New("this daemon has no group key: start it with --keyfile")
+
+// keyRingOf returns the key ring of the daemon's node.
+func keyRingOf(g locker) (keyRing, error) {
+	if j, ok := g.(*joining); ok {
+		return j.keys()
+	}
+	if kr, ok := g.(keyRing); ok {
+		return kr, nil
+	}
+	return nil, errNoKeys
+}
+
+// manageKeys carries out a key operation of the control protocol and
+// returns the key IDs afterwards, the one sealing first.
+func manageKeys(g locker, req request) ([]string, error) {
+	kr, err := keyRingOf(g)
+	if err != nil {
+		return nil, err
+	}
+	switch req.Op {
+	case "key-install":
+		k, err := seal.ParseKey(req.Key)
+		if err != nil {
+			return nil, err
+		}
+		err = kr.installKey(k)
+	case "key-use", "key-remove":
+		id, perr := seal.ParseID(req.ID)
+		if perr != nil {
+			return nil, perr
+		}
+		if req.Op == "key-use" {
+			err = kr.useKey(id)
+		} else {
+			err = kr.removeKey(id)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	ids, err := kr.keyIDs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = seal.FormatID(id)
+	}
+	return out, nil
+}
+
+// groupLocker's key ring: each change is made to the running node, then
+// written to the key file, so that a restart keeps it.
+func (l groupLocker) keyIDs() ([]uint32, error) {
+	ids, err := l.g.Keys()
+	if err == nil && len(ids) == 0 {
+		err = errNoKeys
+	}
+	return ids, err
+}
+
+func (l groupLocker) installKey(k seal.Key) error {
+	return l.changeKeys(func() error { return l.g.InstallKey(k) })
+}
+func (l groupLocker) useKey(id uint32) error {
+	return l.changeKeys(func() error { return l.g.UseKey(id) })
+}
+func (l groupLocker) removeKey(id uint32) error {
+	return l.changeKeys(func() error { return l.g.RemoveKey(id) })
+}
+
+func (l groupLocker) changeKeys(change func() error) error {
+	if err := change(); err != nil {
+		if errors.Is(err, group.ErrNoKey) {
+			return errNoKeys
+		}
+		return err
+	}
+	if l.keyfile == "" {
+		return nil
+	}
+	if err := seal.ReplaceKeyFile(l.keyfile, l.g.KeyRing()...); err != nil {
+		return fmt.Errorf("the running node has the change, but the key file was not rewritten (a restart would undo it): %w", err)
+	}
+	return nil
+}
+
+func keysCommand() *cli.Command {
+	do := func(c *cli.Context, req request) error {
+		d, err := dialDaemon(socketPath(c))
+		if err != nil {
+			return &exitError{code: 1, err: fmt.Errorf("no mcnode run daemon for group %q: %w", c.String("group"), err)}
+		}
+		defer d.Close()
+		if err := d.send(req); err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		r, err := d.receive()
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		if !r.OK {
+			return &exitError{code: 1, err: fmt.Errorf("daemon: %s", r.Error)}
+		}
+		for i, id := range r.Keys {
+			note := ""
+			if i == 0 {
+				note = "  (seals)"
+			}
+			fmt.Printf("%s%s\n", id, note)
+		}
+		return nil
+	}
+	oneArg := func(c *cli.Context, what string) (string, error) {
+		if c.NArg() != 1 {
+			return "", usage("want one argument: %s", what)
+		}
+		return c.Args().First(), nil
+	}
+	return &cli.Command{
+		Name:  "keys",
+		Usage: "list and rotate the group keys of the local daemon",
+		Description: "Changes the keys of the running `mcnode run` daemon, and rewrites its --keyfile\n" +
+			"so that a restart keeps them. Rotate a group's key in three steps, each done\n" +
+			"on every member before the next, and no datagram is lost:\n" +
+			"  mcnode keygen new.key                  (copy new.key to every member)\n" +
+			"  mcnode keys install new.key            (every member: accept the new key)\n" +
+			"  mcnode keys use NEWID                  (every member: seal with it)\n" +
+			"  mcnode keys remove OLDID               (every member: refuse the old one)\n" +
+			"A member that seals with a key the others lack is cut off from them until\n" +
+			"they install it.",
+		OnUsageError: onUsageError,
+		Subcommands: []*cli.Command{
+			withCommon(&cli.Command{Name: "list", Usage: "list the key IDs, the one sealing first",
+				Action: func(c *cli.Context) error { return do(c, request{Op: "keys"}) }}),
+			withCommon(&cli.Command{Name: "install", Usage: "accept a new key, read from a key file made by mcnode keygen", ArgsUsage: "KEYFILE",
+				Action: func(c *cli.Context) error {
+					path, err := oneArg(c, "the key file to install the key of")
+					if err != nil {
+						return err
+					}
+					keys, err := seal.LoadKeyFile(path)
+					if err != nil {
+						return usage("%v", err)
+					}
+					if len(keys) != 1 {
+						return usage("%s holds %d keys; install one key at a time", path, len(keys))
+					}
+					return do(c, request{Op: "key-install", Key: keys[0].Encode()})
+				}}),
+			withCommon(&cli.Command{Name: "use", Usage: "seal with an installed key", ArgsUsage: "ID",
+				Action: func(c *cli.Context) error {
+					id, err := oneArg(c, "the ID of the key to seal with")
+					if err != nil {
+						return err
+					}
+					return do(c, request{Op: "key-use", ID: id})
+				}}),
+			withCommon(&cli.Command{Name: "remove", Usage: "stop accepting a key (not the one sealing)", ArgsUsage: "ID",
+				Action: func(c *cli.Context) error {
+					id, err := oneArg(c, "the ID of the key to remove")
+					if err != nil {
+						return err
+					}
+					return do(c, request{Op: "key-remove", ID: id})
+				}}),
+		},
+	}
+}
