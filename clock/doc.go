@@ -1,6 +1,5 @@
 // Package clock holds the logical time of mcnode: the group timestamp and the
-// rotating-arbiter turn schedule of Pearlin's thesis (seed 001), and Lamport
-// clocks for the quorum protocols.
+// rotating-arbiter turn schedule of Pearlin's thesis (Boston College, 2003).
 //
 // # The turn schedule
 //

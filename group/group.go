@@ -61,6 +61,17 @@ type (
 	NodeID = wire.NodeID
 	// Quorum says whether this node reaches a majority of the group.
 	Quorum = arbiter.Quorum
+	// ResourceInfo describes one lock in the replicated state: its holder,
+	// token and queue.
+	ResourceInfo = arbiter.ResourceInfo
+	// Held is a lock this node holds.
+	Held = arbiter.Held
+	// MachineStats counts what the state machine dropped, repaired and sent
+	// again.
+	MachineStats = arbiter.Stats
+	// Class groups datagrams for accounting (request, decision, release,
+	// and the membership and repair classes).
+	Class = wire.Class
 )
 
 // Event kinds; see arbiter.EventKind.
@@ -151,7 +162,7 @@ type Group struct {
 
 // Stats counts what the runtime sent, received and dropped.
 type Stats struct {
-	Sent          map[wire.Class]uint64 // datagrams sent, by class (a multicast counts once)
+	Sent          map[Class]uint64 // datagrams sent, by class (a multicast counts once)
 	SentBytes     uint64
 	Received      uint64
 	Malformed     uint64 // datagrams that failed to decode: dropped
@@ -165,7 +176,7 @@ type Stats struct {
 	// sealed with a key this node lacks, did not authenticate, or had been
 	// taken before; without one, sealed datagrams (NeedsKey).
 	Unsealed, UnknownKey, BadMAC, Replayed, NeedsKey uint64
-	Machine                                          arbiter.Stats
+	Machine                                          MachineStats
 	// Drops counts every datagram or message dropped, by reason (the Drop
 	// constants), the transport's included; Status fills it in.
 	Drops map[string]uint64
@@ -246,7 +257,7 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		joinErr: make(chan error, 1),
 		locks:   map[string]*lockState{},
 		subs:    map[int]*subscription{},
-		stats:   Stats{Sent: map[wire.Class]uint64{}},
+		stats:   Stats{Sent: map[Class]uint64{}},
 	}
 	if g.clock == nil {
 		g.clock = BootClock{}
@@ -885,8 +896,8 @@ type Status struct {
 	HeardFrom  NodeID
 	Claiming   uint64
 	Frozen     bool
-	Resources  []arbiter.ResourceInfo
-	Held       []arbiter.Held
+	Resources  []ResourceInfo
+	Held       []Held
 	// Digest is a hash of this node's copy of the replicated state: equal
 	// at equal T on every member that agrees with the group.
 	Digest uint64

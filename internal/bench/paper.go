@@ -40,7 +40,7 @@ func others(s Setup, n int, entriesBy []int) (mean float64, largest int, err err
 }
 
 // paperFigures returns what the setup's paper claims at this N and load
-// (DESIGN.md's table). Central is no paper's: it is the baseline of a
+// (the papers' own figures, as docs/BENCHMARKS.md tabulates them). Central is no paper's: it is the baseline of a
 // request, a grant and a release, with delay 2T.
 func paperFigures(s Setup, n int, load string, entriesBy []int) (*Paper, error) {
 	heavy := load == Heavy

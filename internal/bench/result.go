@@ -23,7 +23,7 @@ const (
 const (
 	ModeMulticast = "multicast"
 	ModeQuorum    = "quorum"
-	// RotatingArbiter names the multicast mode's protocol (seed 001).
+	// RotatingArbiter names the multicast mode's protocol (Pearlin, 2003).
 	RotatingArbiter = "rotating-arbiter"
 )
 

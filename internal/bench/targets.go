@@ -14,7 +14,8 @@ type Target struct {
 	Met  bool   `json:"met"`
 }
 
-// Targets judges the rows against the targets of DESIGN.md and issue 5.
+// Targets judges the rows against the project's targets, as
+// docs/BENCHMARKS.md lists them.
 func Targets(rows []Row) []Target {
 	var out []Target
 	ok := func(r Row) bool { return r.Err == "" && r.Entries > 0 }

@@ -1,5 +1,5 @@
 // Package caosinghal is Cao and Singhal's delay-optimal quorum-based
-// mutual-exclusion algorithm (1998; seed 002) as a deterministic state
+// mutual-exclusion algorithm (1998) as a deterministic state
 // machine: Maekawa-style locking of a quorum, except that a node leaving
 // the critical section sends the arbiters' permission straight to the next
 // node (a reply on their behalf), so the next node enters one message delay

@@ -1,6 +1,7 @@
 // Package central is the central-server mutual-exclusion algorithm, the
-// baseline of the lecture slides (seed 003): one coordinator, node 0, keeps
-// the resource's holder and a FIFO queue; a node sends it REQUEST, enters on
+// baseline that course notes on distributed mutual exclusion compare
+// Maekawa's voting with: one coordinator, node 0, keeps the resource's
+// holder and a FIFO queue; a node sends it REQUEST, enters on
 // its GRANT and sends RELEASE when done. Three messages per entry (none for
 // the coordinator's own), synchronization delay 2T (release to the
 // coordinator, grant to the next).

@@ -1,6 +1,6 @@
 // Package kakugawa is the deadlock-free mutual-exclusion protocol of
 // Kakugawa, Fujita, Yamashita and Ae, "A deadlock-free distributed mutual
-// exclusion protocol without using time stamp" (seed 004, in Japanese;
+// exclusion protocol without using time stamp" (in Japanese;
 // protocol A of section 4.2), as a deterministic state machine.
 //
 // Node i asks the members of its request set R_i for permission one at a

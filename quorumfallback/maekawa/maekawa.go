@@ -1,5 +1,5 @@
 // Package maekawa is Maekawa's sqrt(N) mutual-exclusion algorithm (ACM TOCS
-// 3(2), 1985; seed 000) as a deterministic state machine.
+// 3(2), 1985) as a deterministic state machine.
 //
 // Node i asks every member of its request set S_i for permission (REQUEST)
 // and enters once all of them have answered LOCKED. A member is locked by one
