@@ -728,13 +728,13 @@ func (n *Node) notMember(src string, h wire.Header) {
 	if h.From == 0 || h.From >= n.st.nextID || n.st.epoch != n.promised {
 		return
 	}
-	if n.xfer.sent == nil {
-		n.xfer.sent = map[string]uint64{}
+	if n.xfer.told == nil || len(n.xfer.told) > 256 {
+		n.xfer.told = map[string]uint64{}
 	}
-	if at, ok := n.xfer.sent[src]; ok && n.now-at < uint64(n.cfg.RetryTicks) {
+	if at, ok := n.xfer.told[src]; ok && n.now-at < uint64(n.cfg.RetryTicks) {
 		return
 	}
-	n.xfer.sent[src] = n.now
+	n.xfer.told[src] = n.now
 	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.NotMember{}})
 }
 
@@ -808,6 +808,7 @@ type transfer struct {
 	// chunks of a state that never completes) holds up no other's.
 	assembling []*assembly
 	sent       map[string]uint64 // destination → tick of last snapshot sent
+	told       map[string]uint64 // destination → tick of last NotMember sent
 }
 
 // assembly is one state being reassembled: its T, the sender's log epoch
