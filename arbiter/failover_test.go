@@ -703,10 +703,7 @@ func TestRejoinUnderHeavyLoad(t *testing.T) {
 			s.Crash(late.Index)
 			cfg := arbiter.DefaultConfig()
 			lease := int(cfg.Params.LeaseTicks + cfg.Params.LeaseMarginTicks)
-			waitUntil(t, s, lease+8*cfg.TurnTicks, "the crashed member removed", func() bool {
-				srv := server(s)
-				return srv != nil && len(srv.Node.Members()) == n
-			})
+			waitView(t, s, lease+8*cfg.TurnTicks, "the crashed member removed", n)
 			for i := 0; i < 50; i++ {
 				busy(t, s, 64)
 				s.RunTicks(1)

@@ -1004,69 +1004,52 @@ var ErrNoKey = errors.New("group: this node has no group key (start it with Conf
 // install the new key on every member, then UseKey on every member, then
 // RemoveKey the old one on every member.
 func (g *Group) InstallKey(k seal.Key) error {
-	return g.call(context.Background(), func() error {
-		if g.ring == nil {
-			return ErrNoKey
-		}
-		if err := g.ring.Install(k); err != nil {
-			return err
-		}
-		g.log.Info().Str("key", seal.FormatID(k.ID())).Msg("group key installed")
-		return nil
-	})
+	return g.changeRing(k.ID(), "group key installed", func(r *seal.Ring) error { return r.Install(k) })
 }
 
 // UseKey makes the installed key with this ID the one this node seals with.
 func (g *Group) UseKey(id uint32) error {
-	return g.call(context.Background(), func() error {
-		if g.ring == nil {
-			return ErrNoKey
-		}
-		if err := g.ring.Use(id); err != nil {
-			return err
-		}
-		g.log.Info().Str("key", seal.FormatID(id)).Msg("sealing with another group key")
-		return nil
-	})
+	return g.changeRing(id, "sealing with another group key", func(r *seal.Ring) error { return r.Use(id) })
 }
 
 // RemoveKey drops an installed key that is not the primary: datagrams
 // sealed with it are refused from now on.
 func (g *Group) RemoveKey(id uint32) error {
+	return g.changeRing(id, "group key removed", func(r *seal.Ring) error { return r.Remove(id) })
+}
+
+// changeRing makes one change to the key ring on the loop goroutine, which
+// alone seals and opens, and logs it.
+func (g *Group) changeRing(id uint32, done string, change func(*seal.Ring) error) error {
 	return g.call(context.Background(), func() error {
 		if g.ring == nil {
 			return ErrNoKey
 		}
-		if err := g.ring.Remove(id); err != nil {
+		if err := change(g.ring); err != nil {
 			return err
 		}
-		g.log.Info().Str("key", seal.FormatID(id)).Msg("group key removed")
+		g.log.Info().Str("key", seal.FormatID(id)).Msg(done)
 		return nil
 	})
 }
 
 // Keys returns the IDs of the installed group keys, the primary first.
 func (g *Group) Keys() ([]uint32, error) {
-	return ask(g, func() []uint32 {
-		if g.ring == nil {
-			return nil
-		}
-		var ids []uint32
-		for _, k := range g.ring.Keys() {
-			ids = append(ids, k.ID())
-		}
-		return ids
-	})
+	keys, err := g.KeyRing()
+	ids := make([]uint32, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID()
+	}
+	return ids, err
 }
 
 // KeyRing returns the installed group keys themselves, the primary first,
-// for writing them to a key file; nil without a key.
-func (g *Group) KeyRing() []seal.Key {
-	keys, _ := ask(g, func() []seal.Key {
+// for writing them to a key file; none without a key.
+func (g *Group) KeyRing() ([]seal.Key, error) {
+	return ask(g, func() []seal.Key {
 		if g.ring == nil {
 			return nil
 		}
 		return g.ring.Keys()
 	})
-	return keys
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/group/fence"
 	"github.com/mcnode/mcnode/group/memnet"
+	"github.com/mcnode/mcnode/seal"
 )
 
 // memConfig is a config on an in-memory network.
@@ -26,12 +27,15 @@ func memConfig(net *memnet.Network) group.Config {
 	return c
 }
 
-// joinAll joins n nodes, the first founding the group.
-func joinAll(t *testing.T, net *memnet.Network, n int) []*group.Group {
+// joinAll joins n nodes, the first founding the group, holding keys if any
+// are given.
+func joinAll(t *testing.T, net *memnet.Network, n int, keys ...seal.Key) []*group.Group {
 	t.Helper()
 	var gs []*group.Group
 	for i := 0; i < n; i++ {
-		g, err := group.Join(context.Background(), memConfig(net))
+		cfg := memConfig(net)
+		cfg.Keys = keys
+		g, err := group.Join(context.Background(), cfg)
 		if err != nil {
 			t.Fatalf("node %d: Join: %v", i, err)
 		}

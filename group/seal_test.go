@@ -23,27 +23,6 @@ func newKey(t *testing.T) seal.Key {
 	return k
 }
 
-// joinKeyed joins n nodes holding keys, the first founding the group.
-func joinKeyed(t *testing.T, net *memnet.Network, n int, keys ...seal.Key) []*group.Group {
-	t.Helper()
-	var gs []*group.Group
-	for i := 0; i < n; i++ {
-		cfg := memConfig(net)
-		cfg.Keys = keys
-		g, err := group.Join(context.Background(), cfg)
-		if err != nil {
-			t.Fatalf("node %d: Join: %v", i, err)
-		}
-		gs = append(gs, g)
-	}
-	t.Cleanup(func() {
-		for _, g := range gs {
-			g.Close()
-		}
-	})
-	return gs
-}
-
 // A keyed group works as an unkeyed one; a node with another key, and a
 // node without one, cannot join it (each founds nothing and is refused
 // nothing: it hears nothing it can read), and the members count their
@@ -52,7 +31,7 @@ func TestKeyedGroupAdmitsOnlyKeyHolders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		net := memnet.New(21)
 		key := newKey(t)
-		gs := joinKeyed(t, net, 3, key)
+		gs := joinAll(t, net, 3, key)
 		l, err := gs[1].Acquire(context.Background(), "r")
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +72,7 @@ func TestKeyRotationLosesNothing(t *testing.T) {
 		net := memnet.New(22)
 		net.SetDelay(200 * time.Microsecond)
 		old, next := newKey(t), newKey(t)
-		gs := joinKeyed(t, net, 3, old)
+		gs := joinAll(t, net, 3, old)
 		var stop atomic.Bool
 		var entries atomic.Int64
 		var wg sync.WaitGroup

@@ -288,17 +288,6 @@ func (j *joining) status() (*statusView, error) {
 	return g.status()
 }
 
-func (j *joining) keys() (keyRing, error) {
-	g, err := j.get()
-	if err != nil {
-		return nil, err
-	}
-	if kr, ok := g.(keyRing); ok {
-		return kr, nil
-	}
-	return nil, errNoKeys
-}
-
 func (j *joining) leave(ctx context.Context) error {
 	g, err := j.get()
 	if err != nil {

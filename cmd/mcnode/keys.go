@@ -20,10 +20,14 @@ type keyRing interface {
 
 var errNoKeys = errors.New("this daemon has no group key: start it with --keyfile")
 
-// keyRingOf returns the key ring of the daemon's node.
+// keyRingOf returns the key ring of the daemon's node, once it has one.
 func keyRingOf(g locker) (keyRing, error) {
 	if j, ok := g.(*joining); ok {
-		return j.keys()
+		node, err := j.get()
+		if err != nil {
+			return nil, err
+		}
+		g = node
 	}
 	if kr, ok := g.(keyRing); ok {
 		return kr, nil
@@ -100,7 +104,11 @@ func (l groupLocker) changeKeys(change func() error) error {
 	if l.keyfile == "" {
 		return nil
 	}
-	if err := seal.ReplaceKeyFile(l.keyfile, l.g.KeyRing()...); err != nil {
+	keys, err := l.g.KeyRing()
+	if err == nil {
+		err = seal.ReplaceKeyFile(l.keyfile, keys...)
+	}
+	if err != nil {
 		return fmt.Errorf("the running node has the change, but the key file was not rewritten (a restart would undo it): %w", err)
 	}
 	return nil
