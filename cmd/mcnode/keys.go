@@ -146,6 +146,16 @@ func keysCommand() *cli.Command {
 		}
 		return c.Args().First(), nil
 	}
+	oneID := func(c *cli.Context, what string) (string, error) {
+		id, err := oneArg(c, what)
+		if err != nil {
+			return "", err
+		}
+		if _, err := seal.ParseID(id); err != nil {
+			return "", usage("%v", err)
+		}
+		return id, nil
+	}
 	return &cli.Command{
 		Name:  "keys",
 		Usage: "list and rotate the group keys of the local daemon",
@@ -179,7 +189,7 @@ func keysCommand() *cli.Command {
 				}}),
 			withCommon(&cli.Command{Name: "use", Usage: "seal with an installed key", ArgsUsage: "ID",
 				Action: func(c *cli.Context) error {
-					id, err := oneArg(c, "the ID of the key to seal with")
+					id, err := oneID(c, "the ID of the key to seal with")
 					if err != nil {
 						return err
 					}
@@ -187,7 +197,7 @@ func keysCommand() *cli.Command {
 				}}),
 			withCommon(&cli.Command{Name: "remove", Usage: "stop accepting a key (not the one sealing)", ArgsUsage: "ID",
 				Action: func(c *cli.Context) error {
-					id, err := oneArg(c, "the ID of the key to remove")
+					id, err := oneID(c, "the ID of the key to remove")
 					if err != nil {
 						return err
 					}
