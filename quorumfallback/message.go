@@ -39,6 +39,10 @@ const (
 	// Transfer asks the holder of an arbiter's permission to pass it on to
 	// another node when it leaves the critical section (Cao and Singhal).
 	Transfer Kind = 7
+	// Update is not a protocol message and no machine sees it: it carries
+	// an application state update (node.Publish) from one runtime to the
+	// others, over the same links.
+	Update Kind = 8
 )
 
 // String names the kind as the papers do.
@@ -58,11 +62,13 @@ func (k Kind) String() string {
 		return "yield"
 	case Transfer:
 		return "transfer"
+	case Update:
+		return "update"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Valid reports whether k is a known kind.
+// Valid reports whether k is a protocol message's kind (Update is not).
 func (k Kind) Valid() bool { return k >= Request && k <= Transfer }
 
 // Message is one protocol message between two nodes. Fields a kind does not

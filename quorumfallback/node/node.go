@@ -127,8 +127,10 @@ type Node struct {
 	exited chan struct{}
 
 	// Owned by the loop goroutine.
-	res   map[string]*resource
-	stats Stats
+	res    map[string]*resource
+	stats  Stats
+	subs   map[int]*subscription
+	subSeq int
 }
 
 // MaxResources bounds the machines a node keeps (one per resource name
@@ -141,6 +143,9 @@ type Stats struct {
 	Rejected       uint64                 // frames the machine refused
 	Entries        uint64                 // critical sections entered
 	Abandoned      uint64                 // grants released at once: their caller had gone
+	// Application state updates: copies sent (one per peer), received,
+	// and received but dropped because a subscriber did not keep up.
+	UpdatesSent, UpdatesReceived, UpdatesDropped uint64
 }
 
 // resource is one named resource's machine and this process's callers of
@@ -184,7 +189,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, factory: f, tr: tr,
 		calls: make(chan func()), done: make(chan struct{}), exited: make(chan struct{}),
-		res: map[string]*resource{},
+		res: map[string]*resource{}, subs: map[int]*subscription{},
 	}
 	n.log.Info().Str("setup", cfg.Setup().String()).Int("self", cfg.Self).Ints("quorum", f.Quorum(cfg.Self)).
 		Msg("quorum-mode node started")
@@ -228,6 +233,7 @@ func (n *Node) loop() {
 			}
 			n.receive(msg)
 		case <-n.done:
+			n.closeSubscriptions()
 			for _, r := range n.res {
 				if r.lease != nil {
 					r.lease.lose(ErrClosed)
@@ -275,6 +281,10 @@ func (n *Node) resource(name string) (*resource, error) {
 }
 
 func (n *Node) receive(in qnet.Inbound) {
+	if in.Frame.Msg.Kind == q.Update {
+		n.deliver(in)
+		return
+	}
 	// Check before making a machine for a name never seen.
 	err := q.Check(in.Frame.Msg, n.cfg.Self, len(n.cfg.Peers))
 	var r *resource
@@ -416,6 +426,7 @@ func (n *Node) acquire(ctx context.Context, name string) (*Lease, error) {
 
 // Status is a snapshot of the node.
 type Status struct {
+	Group  string
 	Setup  protocols.Setup
 	Self   int
 	Peers  []string
@@ -426,7 +437,7 @@ type Status struct {
 
 // Status reports the node's state.
 func (n *Node) Status() (Status, error) {
-	st := Status{Setup: n.cfg.Setup(), Self: n.cfg.Self, Peers: n.cfg.Peers, Quorum: n.factory.Quorum(n.cfg.Self)}
+	st := Status{Group: n.cfg.Group, Setup: n.cfg.Setup(), Self: n.cfg.Self, Peers: n.cfg.Peers, Quorum: n.factory.Quorum(n.cfg.Self)}
 	err := n.call(context.Background(), func() {
 		st.Stats = n.stats
 		for name, r := range n.res {

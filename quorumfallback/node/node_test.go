@@ -294,3 +294,78 @@ func loopbackListeners(t *testing.T, n int) ([]net.Listener, []string) {
 	}
 	return listeners, peers
 }
+
+// TestPublishSubscribe: an update reaches every other node once, in order
+// per sender, only on the topic subscribed, never the sender itself; a
+// topic or data the links cannot carry is refused and sends nothing.
+func TestPublishSubscribe(t *testing.T) {
+	nodes := startMem(t, "maekawa", "grid", 4)
+	subs := make([]<-chan Update, len(nodes))
+	for i, nd := range nodes {
+		ch, _ := nd.Subscribe("score")
+		subs[i] = ch
+	}
+	all, cancel := nodes[2].Subscribe("")
+	for k := range 3 {
+		if err := nodes[1].Publish("score", []byte{byte(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nodes[1].Publish("chat", []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		topic string
+		data  []byte
+	}{{strings.Repeat("t", qnet.MaxResource+1), nil}, {"\xff", nil}, {"score", make([]byte, qnet.MaxData+1)}} {
+		if err := nodes[1].Publish(bad.topic, bad.data); !errors.Is(err, ErrBadUpdate) {
+			t.Errorf("Publish(%.10q, %d bytes) = %v, want ErrBadUpdate", bad.topic, len(bad.data), err)
+		}
+	}
+	for i, ch := range subs {
+		if i == 1 {
+			continue
+		}
+		for k := range 3 {
+			select {
+			case u := <-ch:
+				if u.From != 1 || u.Topic != "score" || len(u.Data) != 1 || u.Data[0] != byte(k) {
+					t.Fatalf("node %d: update %d is %+v", i, k, u)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("node %d: update %d never came", i, k)
+			}
+		}
+	}
+	var topics []string
+	for range 4 {
+		select {
+		case u := <-all:
+			topics = append(topics, u.Topic)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the all-topics subscription got only %v", topics)
+		}
+	}
+	if got := strings.Join(topics, ","); got != "score,score,score,chat" {
+		t.Errorf("all topics: %s, want score x3 then chat", got)
+	}
+	select {
+	case u := <-subs[1]:
+		t.Errorf("the publisher received its own update %+v", u)
+	case u := <-subs[0]:
+		t.Errorf("node 0 got an update beyond the three: %+v", u)
+	case <-time.After(100 * time.Millisecond):
+	}
+	st, err := nodes[1].Status()
+	if err != nil || st.Stats.UpdatesSent != 4*3 {
+		t.Errorf("node 1 sent %d update copies (%v), want 12", st.Stats.UpdatesSent, err)
+	}
+	cancel()
+	if _, ok := <-all; ok {
+		t.Error("the channel stays open after cancel")
+	}
+	nodes[0].Close()
+	if _, ok := <-subs[0]; ok {
+		t.Error("the channel stays open after Close")
+	}
+}

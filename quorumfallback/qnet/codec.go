@@ -13,12 +13,16 @@ import (
 // Limits of the wire format.
 const (
 	// MaxFrame is the largest frame body, in bytes (without the length
-	// prefix). A well-formed frame is far smaller (at most 309 bytes); the
-	// margin leaves room to append fields. A receiver that reads a larger
+	// prefix). A well-formed frame is far smaller (at most 309 bytes,
+	// 1,335 with an update's data); the margin leaves room to append fields. A receiver that reads a larger
 	// length prefix closes the connection: it cannot find the next frame.
 	MaxFrame = 4096
-	// MaxResource is the longest resource name, in bytes.
+	// MaxResource is the longest resource name (or update topic), in bytes.
 	MaxResource = 255
+	// MaxData is the largest application state update, in bytes: the
+	// multicast mode's default limit (wire.DefaultLimits' MaxUpdate), so
+	// that an application behaves alike in both modes.
+	MaxData = 1024
 )
 
 // flagWithTransfer is bit 0 of the flags byte: Message.WithTransfer.
@@ -35,14 +39,21 @@ var (
 )
 
 // Frame is what travels between two nodes: one protocol message about one
-// named resource (a node runs a protocol machine per resource).
+// named resource (a node runs a protocol machine per resource), or an
+// application state update (Msg.Kind quorumfallback.Update).
 type Frame struct {
-	// Resource names the lock the message is about, at most MaxResource
-	// bytes of UTF-8.
+	// Resource names the lock the message is about (an update's topic), at
+	// most MaxResource bytes of UTF-8.
 	Resource string
 	// Msg is the protocol message; its node ids must fit an int32.
 	Msg quorumfallback.Message
+	// Data is an update's content, at most MaxData bytes; empty for every
+	// other kind. A string, so that frames compare with ==.
+	Data string
 }
+
+// validKind reports whether k may travel in a frame.
+func validKind(k quorumfallback.Kind) bool { return k.Valid() || k == quorumfallback.Update }
 
 // AppendFrame appends f to dst, encoded: the body's length as a uvarint,
 // then the body. On error it returns dst unchanged, so that a caller
@@ -61,6 +72,9 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 	n := 1 + uvarintLen(uint64(m.From)) + uvarintLen(uint64(m.To)) + uvarintLen(uint64(m.Arbiter)) +
 		uvarintLen(m.Seq) + uvarintLen(uint64(m.Site+1)) + uvarintLen(m.SiteSeq) + uvarintLen(m.Token) +
 		1 + uvarintLen(uint64(len(f.Resource))) + len(f.Resource)
+	if m.Kind == quorumfallback.Update {
+		n += uvarintLen(uint64(len(f.Data))) + len(f.Data)
+	}
 	if n > MaxFrame {
 		// Unreachable with the limits above; kept so that a field added
 		// later cannot produce a frame every receiver drops.
@@ -78,6 +92,10 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(len(f.Resource)))
 	dst = append(dst, f.Resource...)
+	if m.Kind == quorumfallback.Update {
+		dst = binary.AppendUvarint(dst, uint64(len(f.Data)))
+		dst = append(dst, f.Data...)
+	}
 	return dst, nil
 }
 
@@ -85,8 +103,11 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 // sent that the receiver drops.
 func checkFrame(f Frame) error {
 	m := f.Msg
-	if !m.Kind.Valid() {
+	if !validKind(m.Kind) {
 		return fmt.Errorf("%w: unknown kind %d", ErrInvalidFrame, m.Kind)
+	}
+	if len(f.Data) > MaxData || len(f.Data) > 0 && m.Kind != quorumfallback.Update {
+		return fmt.Errorf("%w: %d bytes of data with a %v (want at most %d, and only with an update)", ErrInvalidFrame, len(f.Data), m.Kind, MaxData)
 	}
 	for _, id := range []struct {
 		name string
@@ -125,7 +146,7 @@ func DecodeFrame(body []byte) (Frame, error) {
 	var f Frame
 	m := &f.Msg
 	m.Kind = quorumfallback.Kind(d.byte("kind"))
-	if d.err == nil && !m.Kind.Valid() {
+	if d.err == nil && !validKind(m.Kind) {
 		d.fail("unknown kind %d", m.Kind)
 	}
 	m.From = d.node("From")
@@ -164,6 +185,9 @@ func DecodeFrame(body []byte) (Frame, error) {
 			f.Resource = string(r)
 			d.off += int(n)
 		}
+	}
+	if m.Kind == quorumfallback.Update {
+		f.Data = d.bytes("data", MaxData)
 	}
 	if d.err == nil && d.off != len(d.b) {
 		d.fail("%d trailing bytes", len(d.b)-d.off)
@@ -225,4 +249,22 @@ func (d *decoder) node(field string) int {
 		return 0
 	}
 	return int(v)
+}
+
+// bytes reads a length-prefixed field of at most limit bytes.
+func (d *decoder) bytes(field string, limit uint64) string {
+	n := d.uvarint(field + " length")
+	switch {
+	case d.err != nil:
+		return ""
+	case n > limit:
+		d.fail("%s of %d bytes exceeds %d", field, n, limit)
+		return ""
+	case n > uint64(len(d.b)-d.off):
+		d.fail("truncated: %s of %d bytes, %d left", field, n, len(d.b)-d.off)
+		return ""
+	}
+	v := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return v
 }

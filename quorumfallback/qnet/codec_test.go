@@ -25,6 +25,9 @@ func validFrames() []Frame {
 		{Resource: "a", Msg: qf.Message{Kind: qf.Failed, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
 		{Resource: "a", Msg: qf.Message{Kind: qf.Inquire, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
 		{Resource: "a", Msg: qf.Message{Kind: qf.Yield, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
+		{Resource: "game", Msg: qf.Message{Kind: qf.Update, From: 1, To: 0, Arbiter: 1, Site: qf.None}, Data: "{\"x\":3}"},
+		{Resource: "", Msg: qf.Message{Kind: qf.Update, From: 0, To: 1, Site: qf.None}},
+		{Resource: "big", Msg: qf.Message{Kind: qf.Update, From: 0, To: 1, Site: qf.None}, Data: strings.Repeat("\x00", MaxData)},
 	}
 }
 
@@ -114,7 +117,10 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"empty", nil, "truncated before kind"},
 		{"kind 0", with(func(r *raw) { r.kind = 0 }), "unknown kind 0"},
-		{"kind 8", with(func(r *raw) { r.kind = 8 }), "unknown kind 8"},
+		{"kind 9", with(func(r *raw) { r.kind = 9 }), "unknown kind 9"},
+		{"update without its data", with(func(r *raw) { r.kind = byte(qf.Update) }), "truncated in data length"},
+		{"update data too long", binary.AppendUvarint(with(func(r *raw) { r.kind = byte(qf.Update) }), MaxData+1), "data of 1025 bytes exceeds 1024"},
+		{"update data past the end", binary.AppendUvarint(with(func(r *raw) { r.kind = byte(qf.Update) }), 3), "truncated: data of 3 bytes, 0 left"},
 		{"From over int32", with(func(r *raw) { r.from = math.MaxInt32 + 1 }), "From 2147483648 overflows int32"},
 		{"To over int32", with(func(r *raw) { r.to = math.MaxUint64 }), "To 18446744073709551615 overflows int32"},
 		{"Arbiter over int32", with(func(r *raw) { r.arbiter = 1 << 40 }), "Arbiter 1099511627776 overflows int32"},
@@ -168,6 +174,8 @@ func TestAppendRejects(t *testing.T) {
 		{"Site over int32", func(f *Frame) { f.Msg.Site = math.MaxInt32 + 1 }, "Site 2147483648 not in"},
 		{"resource too long", func(f *Frame) { f.Resource = strings.Repeat("é", 128) }, "256 bytes exceeds MaxResource"},
 		{"resource not UTF-8", func(f *Frame) { f.Resource = "\xc3" }, `"\xc3" is not valid UTF-8`},
+		{"data with a request", func(f *Frame) { f.Data = "x" }, "1 bytes of data with a request"},
+		{"update too large", func(f *Frame) { f.Msg.Kind, f.Data = qf.Update, strings.Repeat("x", MaxData+1) }, "1025 bytes of data"},
 	}
 	for _, c := range cases {
 		f := ok

@@ -1,0 +1,225 @@
+// Package mcnode is the one lock API of mcnode's two modes: a Locker is a
+// node of a group that hands out named locks under mutual exclusion, and
+// carries application state updates between its members, whichever
+// protocol runs underneath.
+//
+//   - Multicast mode (package group) runs the rotating-arbiter algorithm of
+//     Pearlin's thesis (1991) over UDP IP multicast: a server role rotates
+//     among the members, grants by multicasting its decisions, and the
+//     group survives the death of any member, the server's included.
+//   - Quorum mode (package quorumfallback/node) runs one of the classic
+//     point-to-point quorum protocols (Maekawa 1985, Cao and Singhal 2001,
+//     Kakugawa and others 2002, Ricart and Agrawala 1981) over a TCP mesh
+//     among a fixed list of peers, for comparison.
+//
+// Start opens a node of the mode Config.Mode names; Wrap adapts one
+// already running. Code written against Locker and Lease runs unchanged
+// in either mode: the resource-contention game (examples/game) is such an
+// application.
+//
+// Application state updates (Publish, Subscribe) are best effort in both
+// modes, delivered at most once to each other member and never to the
+// publisher itself. Multicast mode sends each as one datagram to the
+// group. Quorum mode has no multicast group, so it sends one copy to each
+// peer over the same TCP links as the protocol's messages: in order from
+// each sender while a link is up, lost to a peer whose link is down. An
+// update never depends on the lock protocol, so an application that needs
+// agreement takes a lock for it.
+package mcnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/quorumfallback/node"
+)
+
+// Mode names a protocol family.
+type Mode string
+
+// The modes.
+const (
+	// Multicast is the rotating arbiter over UDP multicast (package group).
+	Multicast Mode = "multicast"
+	// Quorum is a point-to-point quorum protocol over TCP (package
+	// quorumfallback/node).
+	Quorum Mode = "quorum"
+)
+
+// Locker is one node of a group, in either mode. It is safe for
+// concurrent use.
+type Locker interface {
+	// Acquire waits until this node holds the named lock, or ctx ends.
+	// Callers in one process are served in the order they called.
+	Acquire(ctx context.Context, name string) (Lease, error)
+	// TryAcquire takes the named lock if it is free, and returns an error
+	// that wraps ErrLocked if another node holds or waits for it.
+	TryAcquire(ctx context.Context, name string) (Lease, error)
+	// Publish sends an application state update to the other members.
+	Publish(topic string, data []byte) error
+	// Subscribe returns the updates the other members publish on topic (""
+	// for every topic) and a function that ends the subscription; the
+	// channel is closed when the subscription or the node ends. Updates
+	// not read in time are dropped.
+	Subscribe(topic string) (<-chan Update, func())
+	// Status reports the node and the group as it sees it.
+	Status() (Status, error)
+	// Leave tells the group this node goes (multicast mode records the
+	// leave; quorum mode, whose groups are fixed, closes the links) and
+	// closes the node.
+	Leave(ctx context.Context) error
+	// Close stops the node at once; what it held is lost.
+	Close() error
+}
+
+// Lease is a lock this node holds.
+type Lease interface {
+	// Name is the lock's name.
+	Name() string
+	// Token is the fencing token: strictly increasing from one holder of
+	// the lock to the next, so that a service the lock guards can refuse
+	// a stale holder's writes.
+	Token() uint64
+	// Lost is closed if the lock ends without Release: in multicast mode
+	// this node's lease ran out or it was removed from the group; in
+	// either mode, the node closed. Stop using the resource at once.
+	Lost() <-chan struct{}
+	// Err says why the lease was lost, or nil.
+	Err() error
+	// Release gives the lock back. Releasing twice is a no-op.
+	Release() error
+}
+
+// Update is an application state update from another member.
+type Update struct {
+	// From is the sender's ID, as Status.Self reports it on the sender.
+	From  uint64
+	Topic string
+	Data  []byte
+}
+
+// Member is one member of the group.
+type Member struct {
+	ID   uint64
+	Addr string
+}
+
+// Status is a snapshot of a node in either mode. Fields a mode does not
+// have are zero.
+type Status struct {
+	Mode  Mode
+	Group string
+	// Protocol is "rotating-arbiter" in multicast mode, else the quorum
+	// protocol; Coterie the quorum construction, if it uses one.
+	Protocol, Coterie string
+	Self              uint64
+	Addr              string
+	Members           []Member
+	// Multicast mode: the server of the current turn, the group timestamp
+	// and the epoch; whether this node is a member now.
+	Server, T, Epoch uint64
+	Joined           bool
+	// Quorum mode: the nodes whose permission this node asks for.
+	Quorum []uint64
+	// Held lists the locks this node holds.
+	Held []string
+	// Sent counts the lock protocol's datagrams (multicast mode) or
+	// messages (quorum mode) this node sent, application updates left
+	// out; Updates counts the updates it sent (in quorum mode, one per
+	// peer); Received counts everything it received, and Dropped what it
+	// dropped as malformed, forged or out of place.
+	Sent, Updates, Received, Dropped uint64
+}
+
+// ErrLocked is wrapped by TryAcquire's error when the lock is taken.
+var ErrLocked = errors.New("mcnode: the lock is held or waited for by another node")
+
+// ErrConfig is wrapped by Start's errors for a config it cannot use.
+var ErrConfig = errors.New("mcnode: bad config")
+
+// Config says which mode to start and how.
+type Config struct {
+	// Mode chooses the runtime: Multicast (the default) or Quorum.
+	Mode Mode
+	// Multicast configures a multicast-mode node (start from
+	// group.DefaultLANConfig or group.DefaultLocalConfig).
+	Multicast group.Config
+	// Quorum configures a quorum-mode node; Start waits until its links
+	// to every peer are up.
+	Quorum node.Config
+}
+
+// Start starts a node of the mode cfg names and returns once it is a
+// member (multicast mode) or connected to every peer (quorum mode).
+func Start(ctx context.Context, cfg Config) (Locker, error) {
+	switch cfg.Mode {
+	case Multicast, "":
+		g, err := group.Join(ctx, cfg.Multicast)
+		if err != nil {
+			return nil, err
+		}
+		return Wrap(g), nil
+	case Quorum:
+		n, err := node.Start(cfg.Quorum)
+		if err != nil {
+			return nil, err
+		}
+		if err := n.WaitConnected(ctx); err != nil {
+			n.Close()
+			return nil, fmt.Errorf("mcnode: links to the peers: %w", err)
+		}
+		return Wrap(n), nil
+	}
+	return nil, fmt.Errorf("%w: unknown mode %q (want %q or %q)", ErrConfig, cfg.Mode, Multicast, Quorum)
+}
+
+// Runtime is a node of either runtime: *group.Group or *node.Node.
+type Runtime interface {
+	*group.Group | *node.Node
+}
+
+// Wrap adapts a running node of either mode to Locker.
+func Wrap[R Runtime](r R) Locker {
+	switch r := any(r).(type) {
+	case *group.Group:
+		return groupLocker{r}
+	case *node.Node:
+		return quorumLocker{r}
+	}
+	panic("unreachable")
+}
+
+// Unwrap returns the runtime under a Locker from Start or Wrap:
+// *group.Group or *node.Node, for what only one mode has (a multicast
+// lease's expiry, the group key ring, the full status). Nil for any other
+// Locker.
+func Unwrap(l Locker) any {
+	switch l := l.(type) {
+	case groupLocker:
+		return l.g
+	case quorumLocker:
+		return l.n
+	}
+	return nil
+}
+
+// leaseOrNil keeps a nil *T from becoming a non-nil Lease.
+func leaseOrNil[L interface {
+	*group.Lease | *node.Lease
+	Lease
+}](l L, err error) (Lease, error) {
+	if l == nil {
+		return nil, err
+	}
+	return l, err
+}
+
+// locked wraps err in ErrLocked if it says the lock was taken.
+func locked(err error) error {
+	if errors.Is(err, group.ErrLocked) || errors.Is(err, node.ErrLocked) {
+		return fmt.Errorf("%w: %w", ErrLocked, err)
+	}
+	return err
+}

@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"unicode/utf8"
+
+	q "github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
+)
+
+// Update is an application state update from another node, as the
+// multicast mode's group.Update: it travels over the same TCP links as the
+// protocol's messages, one copy to each peer, so it is delivered in order
+// from each sender while the link is up, and lost to a peer whose link is
+// down.
+type Update struct {
+	From  q.ID
+	Topic string
+	Data  []byte
+}
+
+type subscription struct {
+	topic string
+	ch    chan Update
+}
+
+// ErrBadUpdate wraps Publish's errors for a topic or data the links cannot
+// carry.
+var ErrBadUpdate = errors.New("node: bad update")
+
+// Publish sends an application state update to every other node.
+func (n *Node) Publish(topic string, data []byte) error {
+	switch {
+	case len(topic) > qnet.MaxResource || !utf8.ValidString(topic):
+		return fmt.Errorf("%w: topic %q: want at most %d bytes of UTF-8", ErrBadUpdate, topic, qnet.MaxResource)
+	case len(data) > qnet.MaxData:
+		return fmt.Errorf("%w: %d bytes of data, want at most %d", ErrBadUpdate, len(data), qnet.MaxData)
+	}
+	d := string(data)
+	return n.call(context.Background(), func() {
+		for to := range n.cfg.Peers {
+			if to == n.cfg.Self {
+				continue
+			}
+			f := qnet.Frame{Resource: topic, Data: d,
+				Msg: q.Message{Kind: q.Update, From: n.cfg.Self, To: to, Arbiter: n.cfg.Self, Site: q.None}}
+			if err := n.tr.Send(to, f); err != nil {
+				n.log.Debug().Err(err).Int("to", to).Msg("update not sent")
+				continue
+			}
+			n.stats.UpdatesSent++
+		}
+	})
+}
+
+// Subscribe returns the updates other nodes publish on topic ("" for all
+// topics), and a function that ends the subscription. Updates not read in
+// time are dropped (and counted in Stats). The channel is closed when the
+// subscription or the node ends.
+func (n *Node) Subscribe(topic string) (<-chan Update, func()) {
+	ch := make(chan Update, 256)
+	var id int
+	if err := n.call(context.Background(), func() {
+		n.subSeq++
+		id = n.subSeq
+		n.subs[id] = &subscription{topic: topic, ch: ch}
+	}); err != nil {
+		close(ch)
+		return ch, func() {}
+	}
+	return ch, func() {
+		_ = n.call(context.Background(), func() {
+			if s, ok := n.subs[id]; ok {
+				delete(n.subs, id)
+				close(s.ch)
+			}
+		})
+	}
+}
+
+// deliver hands an update received to the subscriptions that want it.
+func (n *Node) deliver(in qnet.Inbound) {
+	n.stats.UpdatesReceived++
+	u := Update{From: in.From, Topic: in.Frame.Resource, Data: []byte(in.Frame.Data)}
+	for _, id := range slices.Sorted(maps.Keys(n.subs)) {
+		s := n.subs[id]
+		if s.topic != "" && s.topic != u.Topic {
+			continue
+		}
+		select {
+		case s.ch <- u:
+		default:
+			n.stats.UpdatesDropped++
+		}
+	}
+}
+
+// closeSubscriptions ends every subscription when the node stops.
+func (n *Node) closeSubscriptions() {
+	for id, s := range n.subs {
+		close(s.ch)
+		delete(n.subs, id)
+	}
+}
