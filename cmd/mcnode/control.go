@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mcnode/mcnode"
 )
 
 // The control protocol between `mcnode run` and local clients: one JSON
@@ -162,7 +164,7 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 	}()
 	lease, err := g.acquire(ctx, req.Name, req.Try)
 	switch {
-	case errLocked(err):
+	case errors.Is(err, mcnode.ErrLocked):
 		_ = enc.Encode(response{Locked: true, Error: err.Error()})
 		return
 	case err != nil:
@@ -184,7 +186,7 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 	if st, err := g.status(); err == nil {
 		margin = st.Margin
 	}
-	expires, _ := lease.Expires()
+	expires, _ := leaseExpiry(lease)
 	if err := enc.Encode(response{OK: true, Token: lease.Token(), Margin: margin, Expires: int64(expires)}); err != nil {
 		return
 	}
@@ -199,7 +201,7 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 			_ = enc.Encode(response{Lost: lease.Err().Error()})
 			return
 		case <-renewals.C:
-			if e, ok := lease.Expires(); ok && e != expires {
+			if e, ok := leaseExpiry(lease); ok && e != expires {
 				expires = e
 				// A client that does not read (mcnode lock is stopped, or
 				// gone and its command keeps the connection) must not
@@ -272,7 +274,7 @@ func (j *joining) get() (locker, error) {
 	return nil, fmt.Errorf("the daemon is not a member of the group yet: %s", j.why)
 }
 
-func (j *joining) acquire(ctx context.Context, name string, try bool) (lease, error) {
+func (j *joining) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
 	g, err := j.get()
 	if err != nil {
 		return nil, err

@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand"
-	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,11 +15,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
-	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode"
+	"github.com/mcnode/mcnode/internal/localgroup"
 	"github.com/mcnode/mcnode/internal/netns"
-	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/node"
-	"github.com/mcnode/mcnode/wire"
 )
 
 func demoCommand() *cli.Command {
@@ -92,20 +87,21 @@ func demoAction(c *cli.Context) error {
 			e.Discard()
 		}
 	}))
-	cfg := group.DefaultLocalConfig()
-	cfg.Name = "mcnode-demo"
+	iface := ""
 	if c.Bool("host-network") {
-		cfg.Interface = c.String("interface")
-		if cfg.Interface == "" {
-			cfg.Interface = "lo"
+		if iface = c.String("interface"); iface == "" {
+			iface = "lo"
 		}
 	}
-	cfg.Logger = log
-	d := &demo{over: &over, nodes: nodes, resources: resources, duration: c.Duration("duration"), hold: c.Duration("hold"), cfg: cfg, out: os.Stdout}
-	d.mode = m
-	d.qcfg = node.Config{Group: cfg.Name, Protocol: c.String("algo"), Coterie: c.String("coterie"), Peers: make([]string, nodes), Logger: log}
-	if err := d.qcfg.Setup().Validate(); d.mode == modeQuorum && err != nil {
-		return setupError(err)
+	d := &demo{over: &over, out: os.Stdout, duration: c.Duration("duration"),
+		opt: localgroup.Options{Mode: mcnode.Mode(m), N: nodes, Name: "mcnode-demo", Interface: iface, Logger: log,
+			Protocol: c.String("algo"), Coterie: c.String("coterie")},
+		work: localgroup.Workload{Locks: resources, Prefix: "lock-", Hold: c.Duration("hold"), Duration: c.Duration("duration"), Seed: time.Now().UnixNano()}}
+	if m == modeQuorum {
+		qcfg := node.Config{Protocol: d.opt.Protocol, Coterie: d.opt.Coterie, Peers: make([]string, nodes)}
+		if err := qcfg.Setup().Validate(); err != nil {
+			return setupError(err)
+		}
 	}
 	return d.run()
 }
@@ -147,97 +143,41 @@ func runInNamespace(marker string) error {
 }
 
 type demo struct {
-	over             *atomic.Bool // the run is over: the nodes' logs are quiet
-	nodes, resources int
-	duration, hold   time.Duration
-	cfg              group.Config
-	mode             string
-	qcfg             node.Config // quorum mode: the protocol, coterie and group
-	out              io.Writer
-
-	entries   atomic.Int64
-	overlaps  atomic.Int64
-	inside    []atomic.Int32
-	mu        sync.Mutex
-	latencies []time.Duration
-	perNode   []int64
+	over     *atomic.Bool // the run is over: the nodes' logs are quiet
+	opt      localgroup.Options
+	work     localgroup.Workload
+	duration time.Duration
+	out      io.Writer
+	progress localgroup.Progress
 }
 
 func (d *demo) run() error {
-	ctx, cancel := context.WithTimeout(context.Background(), d.duration+30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	where := "real UDP multicast on lo in a private network namespace (TTL 0)"
-	if !netns.Inside() {
-		where = fmt.Sprintf("real UDP multicast on %s of this host (TTL 0)", d.cfg.Interface)
-	}
-	if d.mode == modeQuorum {
-		where = fmt.Sprintf("TCP on 127.0.0.1 in quorum mode: %v", d.qcfg.Setup())
-	}
-	fmt.Fprintf(d.out, "mcnode demo: %d nodes contend for %d locks for %v over %s\n", d.nodes, d.resources, d.duration, where)
-	var gs []locker
-	defer func() {
-		lctx, lcancel := context.WithTimeout(context.Background(), leaveTimeout)
-		defer lcancel()
-		for _, g := range gs {
-			g.leave(lctx)
-		}
-	}()
-	var err error
-	if d.mode == modeQuorum {
-		gs, err = d.startQuorum(ctx)
-	} else {
-		gs, err = d.joinMulticast(ctx)
-	}
+	lg, err := localgroup.Start(ctx, d.opt)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
-	d.inside = make([]atomic.Int32, d.resources)
-	d.perNode = make([]int64, d.nodes)
-	stop := time.Now().Add(d.duration)
-	var wg sync.WaitGroup
-	for i, g := range gs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.work(ctx, i, g, stop)
-		}()
+	defer func() {
+		lctx, lcancel := context.WithTimeout(context.Background(), leaveTimeout)
+		defer lcancel()
+		lg.Leave(lctx)
+	}()
+	where := lg.Where
+	if d.opt.Mode == modeMulticast && netns.Inside() {
+		where += " in a private network namespace"
 	}
-	d.watch(gs, stop, &wg)
+	fmt.Fprintf(d.out, "mcnode demo: %d nodes contend for %d locks for %v over %s\n", d.opt.N, d.work.Locks, d.duration, where)
+	before := lg.Traffic()
+	done := make(chan localgroup.Result)
+	go func() { done <- localgroup.Drive(lg.Nodes, d.work, &d.progress) }()
+	r := d.watch(lg.Nodes[0], done)
 	d.over.Store(true)
-	return d.summary(gs)
+	return d.summary(r, lg.Traffic(), before)
 }
 
-// work is one node's application: lock, check, hold, release, again.
-func (d *demo) work(ctx context.Context, i int, g locker, stop time.Time) {
-	rng := rand.New(rand.NewSource(int64(i) + time.Now().UnixNano()))
-	for time.Now().Before(stop) {
-		r := rng.Intn(d.resources)
-		t0 := time.Now()
-		l, err := g.acquire(ctx, fmt.Sprintf("lock-%d", r), false)
-		if err != nil {
-			return
-		}
-		waited := time.Since(t0)
-		if d.inside[r].Add(1) != 1 {
-			d.overlaps.Add(1)
-		}
-		if d.hold > 0 {
-			time.Sleep(time.Duration(rng.Int63n(int64(d.hold) + 1)))
-		}
-		d.inside[r].Add(-1)
-		_ = l.Release()
-		d.entries.Add(1)
-		d.mu.Lock()
-		d.latencies = append(d.latencies, waited)
-		d.perNode[i]++
-		d.mu.Unlock()
-	}
-}
-
-// watch shows progress until the workers are done.
-func (d *demo) watch(gs []locker, stop time.Time, wg *sync.WaitGroup) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+// watch shows progress until the workload is done, and returns its result.
+func (d *demo) watch(first mcnode.Locker, done <-chan localgroup.Result) localgroup.Result {
 	tty := false
 	if f, ok := d.out.(*os.File); ok {
 		tty = isatty.IsTerminal(f.Fd())
@@ -251,16 +191,17 @@ func (d *demo) watch(gs []locker, stop time.Time, wg *sync.WaitGroup) {
 	defer t.Stop()
 	for {
 		select {
-		case <-done:
+		case r := <-done:
 			if tty {
 				fmt.Fprintln(d.out)
 			}
-			return
+			return r
 		case <-t.C:
 			el := time.Since(start).Round(100 * time.Millisecond)
-			line := fmt.Sprintf("%6v  entries %7d (%5.0f/s)  overlaps %d", el, d.entries.Load(),
-				float64(d.entries.Load())/time.Since(start).Seconds(), d.overlaps.Load())
-			if st, err := gs[0].status(); err == nil && d.mode != modeQuorum {
+			entries := d.progress.Entries.Load()
+			line := fmt.Sprintf("%6v  entries %7d (%5.0f/s)  overlaps %d", el, entries,
+				float64(entries)/time.Since(start).Seconds(), d.progress.Overlaps.Load())
+			if st, err := first.Status(); err == nil && st.Mode == mcnode.Multicast {
 				line += fmt.Sprintf("  server node %-2d  T %-8d  members %d", st.Server, st.T, len(st.Members))
 			}
 			if tty {
@@ -272,125 +213,41 @@ func (d *demo) watch(gs []locker, stop time.Time, wg *sync.WaitGroup) {
 	}
 }
 
-func (d *demo) summary(gs []locker) error {
-	entries := d.entries.Load()
-	fmt.Fprintf(d.out, "\n  entries              %d (%.0f per second)\n", entries, float64(entries)/d.duration.Seconds())
-	fmt.Fprintf(d.out, "  per node             %v\n", d.perNode)
-	if d.mode == modeQuorum {
-		d.quorumTraffic(gs)
-	} else {
-		d.multicastTraffic(gs)
-	}
-	slices.Sort(d.latencies)
-	pct := func(p float64) time.Duration {
-		if len(d.latencies) == 0 {
-			return 0
+func (d *demo) summary(r localgroup.Result, after, before localgroup.Traffic) error {
+	fmt.Fprintf(d.out, "\n  entries              %d (%.0f per second)\n", r.Entries, float64(r.Entries)/d.duration.Seconds())
+	fmt.Fprintf(d.out, "  per node             %v\n", r.PerNode)
+	entries := float64(max(r.Entries, 1))
+	per := func(names ...string) float64 {
+		var n uint64
+		for _, c := range names {
+			n += after.Sent[c] - before.Sent[c]
 		}
-		return d.latencies[min(len(d.latencies)-1, int(p*float64(len(d.latencies))))]
+		return float64(n) / entries
 	}
-	fmt.Fprintf(d.out, "  acquire latency      p50 %v  p99 %v\n", pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond))
-	fmt.Fprintf(d.out, "  overlaps found       %d\n", d.overlaps.Load())
-	if d.overlaps.Load() > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d overlapping critical sections: mutual exclusion violated", d.overlaps.Load())}
+	if d.opt.Mode == modeQuorum {
+		var parts []string
+		for _, k := range localgroup.Kinds {
+			if v := per(k); v > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.2f", k, v))
+			}
+		}
+		fmt.Fprintf(d.out, "  messages per entry   %.2f: %s (TCP, between nodes)\n", per(localgroup.Kinds...), strings.Join(parts, ", "))
+	} else {
+		fmt.Fprintf(d.out, "  datagrams per entry  %.2f: request %.2f, grant %.2f, release %.2f; backup acks %.2f\n",
+			float64(after.Core-before.Core)/entries, per("request"), per("decision"), per("release"), per("ack"))
+		fmt.Fprintf(d.out, "  membership traffic   %.3f per entry (pings, SYNCs, backup acks, takeovers, repairs, joins)\n",
+			float64(after.Membership-before.Membership)/entries)
 	}
-	if entries == 0 {
-		return &exitError{code: 1, err: errors.New("no lock was ever granted")}
+	fmt.Fprintf(d.out, "  acquire latency      p50 %v  p99 %v\n", localgroup.Percentile(r.Waits, 0.50).Round(time.Microsecond),
+		localgroup.Percentile(r.Waits, 0.99).Round(time.Microsecond))
+	fmt.Fprintf(d.out, "  overlaps found       %d\n", r.Overlaps)
+	switch {
+	case r.Overlaps > 0:
+		return &exitError{code: 1, err: fmt.Errorf("%d overlapping critical sections: mutual exclusion violated", r.Overlaps)}
+	case r.Entries == 0:
+		return &exitError{code: 1, err: fmt.Errorf("no lock was ever granted (%v)", r.Err)}
+	case r.Err != nil:
+		return &exitError{code: 1, err: r.Err}
 	}
 	return nil
-}
-
-// joinMulticast starts the multicast-mode nodes.
-func (d *demo) joinMulticast(ctx context.Context) ([]locker, error) {
-	var gs []locker
-	for i := 0; i < d.nodes; i++ {
-		g, err := group.Join(ctx, d.cfg)
-		if err != nil {
-			return gs, fmt.Errorf("node %d: %w", i+1, err)
-		}
-		gs = append(gs, groupLocker{g: g})
-	}
-	return gs, nil
-}
-
-// startQuorum starts the quorum-mode nodes on loopback ports the system
-// picks, and waits until they are all connected.
-func (d *demo) startQuorum(ctx context.Context) ([]locker, error) {
-	listeners := make([]net.Listener, d.nodes)
-	for i := range listeners {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			for _, l := range listeners[:i] {
-				l.Close()
-			}
-			return nil, err
-		}
-		listeners[i], d.qcfg.Peers[i] = l, l.Addr().String()
-	}
-	var gs []locker
-	for i := range listeners {
-		cfg := d.qcfg
-		cfg.Self, cfg.Listener = i, listeners[i]
-		n, err := node.Start(cfg)
-		if err != nil {
-			for _, l := range listeners[i:] {
-				l.Close()
-			}
-			return gs, fmt.Errorf("node %d: %w", i, err)
-		}
-		gs = append(gs, quorumLocker{n: n, group: cfg.Group})
-	}
-	for i, g := range gs {
-		if err := g.(quorumLocker).n.WaitConnected(ctx); err != nil {
-			return gs, fmt.Errorf("node %d: links: %w", i, err)
-		}
-	}
-	return gs, nil
-}
-
-func (d *demo) multicastTraffic(gs []locker) {
-	sent := map[wire.Class]uint64{}
-	for _, g := range gs {
-		st, err := g.(groupLocker).g.Status()
-		if err != nil {
-			continue
-		}
-		for c, n := range st.Stats.Sent {
-			sent[c] += n
-		}
-	}
-	per := func(classes ...wire.Class) float64 {
-		var n uint64
-		for _, c := range classes {
-			n += sent[c]
-		}
-		return float64(n) / float64(max(d.entries.Load(), 1))
-	}
-	core := per(wire.ClassRequest, wire.ClassDecision, wire.ClassRelease)
-	member := per(wire.ClassSync, wire.ClassPing, wire.ClassTakeover, wire.ClassRepair, wire.ClassJoin)
-	fmt.Fprintf(d.out, "  datagrams per entry  %.2f: request %.2f, grant %.2f, release %.2f; backup acks %.2f\n", core,
-		per(wire.ClassRequest), per(wire.ClassDecision), per(wire.ClassRelease), per(wire.ClassAck))
-	fmt.Fprintf(d.out, "  membership traffic   %.3f per entry (pings, SYNCs, takeovers, repairs, joins)\n", member)
-}
-
-func (d *demo) quorumTraffic(gs []locker) {
-	var sent [q.Transfer + 1]uint64
-	for _, g := range gs {
-		st, err := g.(quorumLocker).n.Status()
-		if err != nil {
-			continue
-		}
-		for k, n := range st.Stats.Sent {
-			sent[k] += n
-		}
-	}
-	entries := float64(max(d.entries.Load(), 1))
-	var parts []string
-	total := 0.0
-	for k, n := range sent {
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%v %.2f", q.Kind(k), float64(n)/entries))
-			total += float64(n) / entries
-		}
-	}
-	fmt.Fprintf(d.out, "  messages per entry   %.2f: %s (TCP, between nodes)\n", total, strings.Join(parts, ", "))
 }

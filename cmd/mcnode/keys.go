@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/seal"
 )
@@ -74,39 +75,47 @@ func manageKeys(g locker, req request) ([]string, error) {
 	return out, nil
 }
 
-// groupLocker's key ring: each change is made to the running node, then
+// The daemon's key ring: each change is made to the running node, then
 // written to the key file, so that a restart keeps it.
-func (l groupLocker) keyIDs() ([]uint32, error) {
-	ids, err := l.g.Keys()
+func (d daemonNode) keyIDs() ([]uint32, error) {
+	g, ok := mcnode.Unwrap(d.Locker).(*group.Group)
+	if !ok {
+		return nil, errNoKeys
+	}
+	ids, err := g.Keys()
 	if err == nil && len(ids) == 0 {
 		err = errNoKeys
 	}
 	return ids, err
 }
 
-func (l groupLocker) installKey(k seal.Key) error {
-	return l.changeKeys(func() error { return l.g.InstallKey(k) })
+func (d daemonNode) installKey(k seal.Key) error {
+	return d.changeKeys(func(g *group.Group) error { return g.InstallKey(k) })
 }
-func (l groupLocker) useKey(id uint32) error {
-	return l.changeKeys(func() error { return l.g.UseKey(id) })
+func (d daemonNode) useKey(id uint32) error {
+	return d.changeKeys(func(g *group.Group) error { return g.UseKey(id) })
 }
-func (l groupLocker) removeKey(id uint32) error {
-	return l.changeKeys(func() error { return l.g.RemoveKey(id) })
+func (d daemonNode) removeKey(id uint32) error {
+	return d.changeKeys(func(g *group.Group) error { return g.RemoveKey(id) })
 }
 
-func (l groupLocker) changeKeys(change func() error) error {
-	if err := change(); err != nil {
+func (d daemonNode) changeKeys(change func(*group.Group) error) error {
+	g, ok := mcnode.Unwrap(d.Locker).(*group.Group)
+	if !ok {
+		return errNoKeys
+	}
+	if err := change(g); err != nil {
 		if errors.Is(err, group.ErrNoKey) {
 			return errNoKeys
 		}
 		return err
 	}
-	if l.keyfile == "" {
+	if d.keyfile == "" {
 		return nil
 	}
-	keys, err := l.g.KeyRing()
+	keys, err := g.KeyRing()
 	if err == nil {
-		err = seal.ReplaceKeyFile(l.keyfile, keys...)
+		err = seal.ReplaceKeyFile(d.keyfile, keys...)
 	}
 	if err != nil {
 		return fmt.Errorf("the running node has the change, but the key file was not rewritten (a restart would undo it): %w", err)

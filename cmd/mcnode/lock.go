@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/internal/boottime"
 )
@@ -100,7 +101,7 @@ func lockAction(c *cli.Context) error {
 	case err == nil:
 	case errors.As(err, &ee):
 		return err
-	case errLocked(err):
+	case errors.Is(err, mcnode.ErrLocked) || errors.Is(err, group.ErrLocked):
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("lock %q is held by another member (--nonblock)", name)}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q%s", c.Duration("timeout"), name, whyWaited(c, err))}
@@ -226,7 +227,7 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 	switch {
 	case r.Locked:
 		d.Close()
-		return nil, group.ErrLocked
+		return nil, mcnode.ErrLocked
 	case !r.OK:
 		d.Close()
 		return nil, fmt.Errorf("daemon: %s", r.Error)

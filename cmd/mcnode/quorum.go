@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/internal/boottime"
 	q "github.com/mcnode/mcnode/quorumfallback"
@@ -112,102 +113,63 @@ func setupError(err error) error {
 		"protocols: unknown coterie", "--coterie: unknown coterie").Replace(err.Error()))
 }
 
-// locker is what the daemon and the demo need from a node of either mode.
+// locker is what the daemon needs from its node: the node itself
+// (daemonNode), or a stand-in while it joins (joining).
 type locker interface {
-	acquire(ctx context.Context, name string, try bool) (lease, error)
+	acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error)
 	status() (*statusView, error)
 	leave(ctx context.Context) error
 }
 
-// lease is a held lock of either mode.
-type lease interface {
-	Token() uint64
-	Lost() <-chan struct{}
-	Err() error
-	Release() error
-	// Expires returns when the holder's lease runs out unless renewed, on
-	// CLOCK_BOOTTIME (internal/boottime), and false where leases do not
-	// expire (quorum mode).
-	Expires() (time.Duration, bool)
+// daemonNode is the node a daemon serves, of either mode, and what the
+// daemon keeps beside it.
+type daemonNode struct {
+	mcnode.Locker
+	keyfile string       // multicast mode: where its keys are kept ("" without a key)
+	via     *group.Group // quorum mode: the multicast group the peers came from, if they did
 }
 
-// groupLease is a multicast-mode lease; its node runs on BootClock, whose
-// time is CLOCK_BOOTTIME from the Unix epoch.
-type groupLease struct{ *group.Lease }
+func (d daemonNode) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
+	if try {
+		return d.TryAcquire(ctx, name)
+	}
+	return d.Acquire(ctx, name)
+}
 
-// Expires gives no deadline where the boot clock is private to this
-// process (off Linux): `mcnode lock`, another process, could not compare it
-// with its own clock, and relies on the daemon's word alone.
-func (l groupLease) Expires() (time.Duration, bool) {
-	if !boottime.HostWide() {
+// leaseExpiry returns when a lease runs out unless renewed, on
+// CLOCK_BOOTTIME (internal/boottime), and false where it has no deadline
+// another process can compare with its own clock: quorum mode's leases do
+// not expire, and off Linux the boot clock is private to this process, so
+// `mcnode lock` relies on the daemon's word alone.
+func leaseExpiry(l mcnode.Lease) (time.Duration, bool) {
+	gl, ok := l.(*group.Lease)
+	if !ok || !boottime.HostWide() {
 		return 0, false
 	}
-	return time.Duration(l.Lease.Expires().UnixNano()), true
+	return time.Duration(gl.Expires().UnixNano()), true
 }
 
-// quorumLease is a quorum-mode lease: the quorum protocols hold no leases.
-type quorumLease struct{ *node.Lease }
-
-func (quorumLease) Expires() (time.Duration, bool) { return 0, false }
-
-// errLocked reports whether a try found the lock taken, in either mode.
-func errLocked(err error) bool {
-	return errors.Is(err, group.ErrLocked) || errors.Is(err, node.ErrLocked)
-}
-
-// groupLocker is a multicast-mode node.
-type groupLocker struct {
-	g       *group.Group
-	keyfile string // where its keys are kept ("" without a key)
-}
-
-func (l groupLocker) acquire(ctx context.Context, name string, try bool) (lease, error) {
-	f := l.g.Acquire
-	if try {
-		f = l.g.TryAcquire
+func (d daemonNode) status() (*statusView, error) {
+	switch rt := mcnode.Unwrap(d.Locker).(type) {
+	case *group.Group:
+		st, err := rt.Status()
+		if err != nil {
+			return nil, err
+		}
+		return viewStatus(st), nil
+	case *node.Node:
+		return quorumStatus(rt)
 	}
-	le, err := f(ctx, name)
+	return nil, fmt.Errorf("a node of neither mode: %T", d.Locker)
+}
+
+// quorumStatus is a quorum-mode node's status.
+func quorumStatus(n *node.Node) (*statusView, error) {
+	st, err := n.Status()
 	if err != nil {
 		return nil, err
 	}
-	return groupLease{le}, nil
-}
-
-func (l groupLocker) status() (*statusView, error) {
-	st, err := l.g.Status()
-	if err != nil {
-		return nil, err
-	}
-	return viewStatus(st), nil
-}
-
-func (l groupLocker) leave(ctx context.Context) error { return l.g.Leave(ctx) }
-
-// quorumLocker is a quorum-mode node.
-type quorumLocker struct {
-	n     *node.Node
-	group string
-	via   *group.Group // the multicast group the peers came from, if they did
-}
-
-func (l quorumLocker) acquire(ctx context.Context, name string, try bool) (lease, error) {
-	f := l.n.Acquire
-	if try {
-		f = l.n.TryAcquire
-	}
-	le, err := f(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return quorumLease{le}, nil
-}
-
-func (l quorumLocker) status() (*statusView, error) {
-	st, err := l.n.Status()
-	if err != nil {
-		return nil, err
-	}
-	v := &statusView{Group: l.group, Mode: modeQuorum, Protocol: st.Setup.Protocol, Self: uint64(st.Self),
+	v := &statusView{Group: st.Group, Mode: modeQuorum, Protocol: st.Setup.Protocol, Self: uint64(st.Self),
 		Addr: st.Peers[st.Self], Sent: map[string]int64{}, Received: sum(st.Stats.Received[:]), Dropped: st.Stats.Rejected}
 	if protocols.UsesCoterie(st.Setup.Protocol) {
 		v.Coterie = st.Setup.Coterie
@@ -229,10 +191,10 @@ func (l quorumLocker) status() (*statusView, error) {
 	return v, nil
 }
 
-func (l quorumLocker) leave(ctx context.Context) error {
-	err := l.n.Close()
-	if l.via != nil {
-		err = errors.Join(err, l.via.Leave(ctx))
+func (d daemonNode) leave(ctx context.Context) error {
+	err := d.Leave(ctx)
+	if d.via != nil {
+		err = errors.Join(err, d.via.Leave(ctx))
 	}
 	return err
 }
@@ -267,7 +229,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 			if err != nil {
 				return nil, &exitError{code: 1, err: err}
 			}
-			return groupLocker{g: g, keyfile: c.String("keyfile")}, nil
+			return daemonNode{Locker: mcnode.Wrap(g), keyfile: c.String("keyfile")}, nil
 		}, why, nil
 	}
 	cfg, err := quorumConfig(c, log)
@@ -332,7 +294,7 @@ func startQuorum(ctx context.Context, cfg node.Config, discover *group.Config, l
 			log.Info().Int("peers", len(cfg.Peers)).Msg("connected to every peer")
 		}
 	}()
-	return quorumLocker{n: n, group: cfg.Group, via: via}, nil
+	return daemonNode{Locker: mcnode.Wrap(n), via: via}, nil
 }
 
 // needDaemon is the error for quorum-mode commands run without a daemon.

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/internal/localgroup"
 	"github.com/mcnode/mcnode/internal/simtest"
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
@@ -101,11 +102,11 @@ func simMulticast(n int, load string, opt SimOptions) Row {
 		row.Bytes += float64(s.Stats.Bytes[c]-bytes[c]) / e
 	}
 	row.Total = row.Messages + row.Membership
-	row.LatencyP50T = percentile(w.Waits[waits0:], 0.5) / multicastT
-	row.LatencyP99T = percentile(w.Waits[waits0:], 0.99) / multicastT
+	row.LatencyP50T = float64(localgroup.Percentile(w.Waits[waits0:], 0.5)) / multicastT
+	row.LatencyP99T = float64(localgroup.Percentile(w.Waits[waits0:], 0.99)) / multicastT
 	row.PerT = e * multicastT / float64(s.Now-start)
 	if load == Heavy {
-		row.SyncDelayT = percentile(w.SyncDelays[syncs0:], 0.5) / multicastT
+		row.SyncDelayT = float64(localgroup.Percentile(w.SyncDelays[syncs0:], 0.5)) / multicastT
 	}
 	return row
 }
@@ -145,11 +146,11 @@ func simQuorum(st Setup, n int, load string, opt SimOptions) Row {
 	row.Messages = float64(r.Messages) / e
 	row.Total = row.Messages
 	row.Bytes = float64(r.Bytes) / e
-	row.LatencyP50T = percentile(r.Waits, 0.5) / quorumT
-	row.LatencyP99T = percentile(r.Waits, 0.99) / quorumT
+	row.LatencyP50T = float64(localgroup.Percentile(r.Waits, 0.5)) / quorumT
+	row.LatencyP99T = float64(localgroup.Percentile(r.Waits, 0.99)) / quorumT
 	row.PerT = e * quorumT / float64(max(r.End, 1))
 	if load == Heavy {
-		row.SyncDelayT = percentile(r.SyncDelays, 0.5) / quorumT
+		row.SyncDelayT = float64(localgroup.Percentile(r.SyncDelays, 0.5)) / quorumT
 	}
 	return row
 }
@@ -166,14 +167,3 @@ func frameSize(m q.Message) int {
 
 // benchResource is the one resource every run contends for.
 const benchResource = "bench"
-
-// percentile returns the p-quantile of xs (nearest rank), 0 for none.
-func percentile[T ~int64 | ~float64](xs []T, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	i := int(p * float64(len(s)))
-	return float64(s[min(i, len(s)-1)])
-}

@@ -2,7 +2,9 @@
 // a point-to-point mutual-exclusion protocol (package protocols) over
 // reliable FIFO links (package qnet), a machine per named resource, and
 // offers the same lock API as the multicast runtime (package group):
-// Acquire, TryAcquire, and a Lease with a fencing token.
+// Acquire, TryAcquire, a Lease with a fencing token, and application state
+// updates (Publish, Subscribe), sent over the same links. Package mcnode
+// wraps both runtimes in one interface.
 //
 // One goroutine alone touches the machines: it takes the API's calls and
 // the frames the transport delivers, steps the resource's machine and sends

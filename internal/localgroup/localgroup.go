@@ -1,0 +1,243 @@
+// Package localgroup starts a group of nodes of either mode in this process
+// and drives a lock workload on them: the one way the demo, the benchmark,
+// the game and the tests run a local group.
+//
+// Multicast-mode nodes talk real UDP multicast on one interface with TTL 0,
+// so nothing leaves the host: lo inside a private network namespace
+// (package netns), or the interface Options.Interface names. Quorum-mode
+// nodes talk TCP on 127.0.0.1, on ports the system picks.
+package localgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcnode/mcnode"
+	"github.com/mcnode/mcnode/group"
+	q "github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/quorumfallback/node"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
+	"github.com/mcnode/mcnode/seal"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// Options says what group to start.
+type Options struct {
+	// Mode is the protocol family; the default is multicast.
+	Mode mcnode.Mode
+	// N is the number of nodes, at least 1.
+	N int
+	// Name names the group; empty picks one unique to this process and
+	// start.
+	Name string
+	// Interface carries multicast mode's traffic (default lo).
+	Interface string
+	// Multicast, if its Name is set, is the base config of every
+	// multicast-mode node (Name, Interface and Logger above still apply);
+	// otherwise group.DefaultLocalConfig.
+	Multicast group.Config
+	// Keys, if any, are the multicast group's keys.
+	Keys []seal.Key
+	// Protocol and Coterie choose quorum mode's algorithm.
+	Protocol, Coterie string
+	// Logger receives every node's log (default none).
+	Logger zerolog.Logger
+}
+
+// Group is a running local group.
+type Group struct {
+	// Nodes are the members, in the order they started (multicast mode:
+	// join order, so Nodes[0] founded the group; quorum mode: node index).
+	Nodes []mcnode.Locker
+	// Where says in words how the nodes talk, for a banner.
+	Where string
+
+	groups []*group.Group
+	meshes []*qnet.Mesh
+}
+
+var starts atomic.Int64
+
+// Start starts opt.N nodes and returns once every one is a member
+// (multicast mode, joined one after another, the first founding the group)
+// or connected to every peer (quorum mode). On error it closes what it
+// started.
+func Start(ctx context.Context, opt Options) (*Group, error) {
+	if opt.N < 1 {
+		return nil, fmt.Errorf("localgroup: %d nodes: want at least 1", opt.N)
+	}
+	if opt.Name == "" {
+		opt.Name = fmt.Sprintf("mcnode-local-%d-%d", os.Getpid(), starts.Add(1))
+	}
+	var g *Group
+	var err error
+	switch opt.Mode {
+	case mcnode.Multicast, "":
+		g, err = startMulticast(ctx, opt)
+	case mcnode.Quorum:
+		g, err = startQuorum(ctx, opt)
+	default:
+		return nil, fmt.Errorf("localgroup: unknown mode %q", opt.Mode)
+	}
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func startMulticast(ctx context.Context, opt Options) (*Group, error) {
+	cfg := opt.Multicast
+	if cfg.Name == "" {
+		cfg = group.DefaultLocalConfig()
+	}
+	cfg.Name, cfg.Logger, cfg.Keys = opt.Name, opt.Logger, opt.Keys
+	cfg.Interface = opt.Interface
+	if cfg.Interface == "" {
+		cfg.Interface = "lo"
+	}
+	g := &Group{Where: fmt.Sprintf("real UDP multicast on %s (TTL %d)", cfg.Interface, cfg.TTL)}
+	for i := range opt.N {
+		gr, err := group.Join(ctx, cfg)
+		if err != nil {
+			return g, fmt.Errorf("node %d of %d could not join: %w", i+1, opt.N, err)
+		}
+		g.groups = append(g.groups, gr)
+		g.Nodes = append(g.Nodes, mcnode.Wrap(gr))
+	}
+	return g, nil
+}
+
+func startQuorum(ctx context.Context, opt Options) (*Group, error) {
+	base := node.Config{Group: opt.Name, Protocol: opt.Protocol, Coterie: opt.Coterie, Peers: make([]string, opt.N), Logger: opt.Logger}
+	if err := base.Setup().Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", node.ErrConfig, err)
+	}
+	g := &Group{Where: fmt.Sprintf("TCP on 127.0.0.1 in quorum mode: %v", base.Setup())}
+	listeners := make([]net.Listener, opt.N)
+	for i := range listeners {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			for _, l := range listeners[:i] {
+				l.Close()
+			}
+			return g, err
+		}
+		listeners[i], base.Peers[i] = l, l.Addr().String()
+	}
+	for i := range listeners {
+		m, err := qnet.Listen(qnet.Config{Self: i, Peers: base.Peers, Hello: base.Hello(), Logger: opt.Logger, Listener: listeners[i]})
+		if err != nil {
+			for _, l := range listeners[i:] {
+				l.Close()
+			}
+			return g, err
+		}
+		g.meshes = append(g.meshes, m)
+	}
+	for i, m := range g.meshes {
+		cfg := base
+		cfg.Self, cfg.Transport = i, m
+		nd, err := node.Start(cfg)
+		if err != nil {
+			for _, m := range g.meshes[i:] {
+				m.Close()
+			}
+			return g, fmt.Errorf("node %d: %w", i, err)
+		}
+		g.Nodes = append(g.Nodes, mcnode.Wrap(nd))
+	}
+	for i, nd := range g.Nodes {
+		if err := mcnode.Unwrap(nd).(*node.Node).WaitConnected(ctx); err != nil {
+			return g, fmt.Errorf("node %d: links: %w", i, err)
+		}
+	}
+	return g, nil
+}
+
+// Leave has every node leave the group, one after another, and closes
+// them.
+func (g *Group) Leave(ctx context.Context) error {
+	if g == nil {
+		return nil
+	}
+	var errs []error
+	for _, n := range g.Nodes {
+		errs = append(errs, n.Leave(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops every node at once.
+func (g *Group) Close() {
+	if g == nil {
+		return
+	}
+	for _, n := range g.Nodes {
+		n.Close()
+	}
+}
+
+// Traffic is what the nodes have sent so far, application updates left
+// out: the lock protocol's own datagrams or messages (Core: requests,
+// grants, releases and the quorum protocols' other messages), multicast
+// mode's membership traffic (pings, SYNCs, takeovers, repairs, joins), the
+// backup's acks among them, and the bytes of it all. A multicast counts
+// once.
+type Traffic struct {
+	Core, Membership, Acks, Bytes uint64
+	// Sent is every datagram class (multicast) or message kind (quorum)
+	// by name, updates included.
+	Sent map[string]uint64
+}
+
+// Traffic adds up what every node sent.
+func (g *Group) Traffic() Traffic {
+	t := Traffic{Sent: map[string]uint64{}}
+	for _, gr := range g.groups {
+		st, err := gr.Status()
+		if err != nil {
+			continue
+		}
+		for class, k := range st.Stats.Sent {
+			t.Sent[string(class)] += k
+			switch {
+			case class.Core():
+				t.Core += k
+			case class != wire.ClassUpdate:
+				t.Membership += k
+			}
+			if class == wire.ClassAck {
+				t.Acks += k
+			}
+		}
+		t.Bytes += st.Stats.SentBytes
+	}
+	for _, m := range g.meshes {
+		s := m.Stats()
+		for k, n := range s.SentFrames {
+			t.Sent[k.String()] += n
+			if k.Valid() {
+				t.Core += n
+				t.Bytes += s.SentBytes[k]
+			}
+		}
+	}
+	return t
+}
+
+// Kinds lists the quorum protocols' message kinds, for reports in their
+// order.
+var Kinds = func() []string {
+	var ks []string
+	for k := q.Request; k <= q.Transfer; k++ {
+		ks = append(ks, k.String())
+	}
+	return ks
+}()

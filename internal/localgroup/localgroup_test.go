@@ -1,0 +1,102 @@
+package localgroup
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mcnode/mcnode"
+	"github.com/mcnode/mcnode/internal/netns"
+)
+
+// TestBothModes starts a group of each mode and drives a workload on it:
+// entries on every node, no overlap, traffic counted.
+func TestBothModes(t *testing.T) {
+	for _, mode := range []mcnode.Mode{mcnode.Multicast, mcnode.Quorum} {
+		t.Run(string(mode), func(t *testing.T) {
+			if mode == mcnode.Multicast && !netns.Isolate(t) {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			g, err := Start(ctx, Options{Mode: mode, N: 3, Protocol: "maekawa", Coterie: "grid"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			before := g.Traffic()
+			var p Progress
+			r := Drive(g.Nodes, Workload{Locks: 2, Prefix: "l", Hold: time.Millisecond, Duration: 500 * time.Millisecond, Seed: 1}, &p)
+			if r.Err != nil || r.Overlaps != 0 || r.Entries == 0 || int64(r.Entries) != p.Entries.Load() {
+				t.Fatalf("result %+v (progress %d)", r, p.Entries.Load())
+			}
+			for i, n := range r.PerNode {
+				if n == 0 {
+					t.Errorf("node %d entered no critical section", i)
+				}
+			}
+			if after := g.Traffic(); after.Core <= before.Core || after.Bytes <= before.Bytes {
+				t.Errorf("traffic %+v after %+v: the workload sent nothing", after, before)
+			}
+			if err := g.Leave(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// everyone is a Locker that grants every Acquire at once: Drive must see
+// the overlaps it causes.
+type everyone struct{ mcnode.Locker }
+
+type freeLease struct{ mcnode.Lease }
+
+func (everyone) Acquire(context.Context, string) (mcnode.Lease, error) { return freeLease{}, nil }
+func (freeLease) Release() error                                         { return nil }
+
+func TestDriveSeesOverlaps(t *testing.T) {
+	r := Drive([]mcnode.Locker{everyone{}, everyone{}, everyone{}}, Workload{Hold: time.Millisecond, Duration: 200 * time.Millisecond}, nil)
+	if r.Overlaps == 0 {
+		t.Errorf("three nodes granted at once, and Drive saw no overlap in %d entries", r.Entries)
+	}
+}
+
+type refusing struct{ mcnode.Locker }
+
+func (refusing) Acquire(context.Context, string) (mcnode.Lease, error) {
+	return nil, errors.New("no")
+}
+
+func TestDriveReportsErrors(t *testing.T) {
+	r := Drive([]mcnode.Locker{refusing{}}, Workload{Duration: 100 * time.Millisecond, Light: true}, nil)
+	if r.Err == nil || r.Entries != 0 {
+		t.Errorf("result %+v, want the error and no entries", r)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	xs := []time.Duration{5, 1, 4, 2, 3}
+	if got := Percentile(xs, 0.5); got != 3 {
+		t.Errorf("p50 = %d, want 3", got)
+	}
+	if got := Percentile(xs, 0.99); got != 5 {
+		t.Errorf("p99 = %d, want 5", got)
+	}
+	if xs[0] != 5 {
+		t.Error("Percentile sorted its argument")
+	}
+	if got := Percentile([]float64(nil), 0.5); got != 0 {
+		t.Errorf("p50 of nothing = %v", got)
+	}
+}
+
+func TestStartRefuses(t *testing.T) {
+	ctx := context.Background()
+	for _, opt := range []Options{{N: 0}, {Mode: "ring", N: 2}, {Mode: mcnode.Quorum, N: 3, Protocol: "nope"}} {
+		if g, err := Start(ctx, opt); err == nil {
+			g.Close()
+			t.Errorf("Start(%+v) succeeded", opt)
+		}
+	}
+}
