@@ -53,7 +53,7 @@ type everyone struct{ mcnode.Locker }
 type freeLease struct{ mcnode.Lease }
 
 func (everyone) Acquire(context.Context, string) (mcnode.Lease, error) { return freeLease{}, nil }
-func (freeLease) Release() error                                         { return nil }
+func (freeLease) Release() error                                       { return nil }
 
 func TestDriveSeesOverlaps(t *testing.T) {
 	r := Drive([]mcnode.Locker{everyone{}, everyone{}, everyone{}}, Workload{Hold: time.Millisecond, Duration: 200 * time.Millisecond}, nil)
