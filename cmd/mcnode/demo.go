@@ -82,11 +82,7 @@ func demoAction(c *cli.Context) error {
 	// Once the run is over, the nodes leave one by one, and each leave of
 	// a backup makes a takeover: expected, and no news after the summary.
 	var over atomic.Bool
-	log = log.Hook(zerolog.HookFunc(func(e *zerolog.Event, level zerolog.Level, _ string) {
-		if over.Load() && level < zerolog.ErrorLevel {
-			e.Discard()
-		}
-	}))
+	log = quietOnceOver(log, &over)
 	iface := ""
 	if c.Bool("host-network") {
 		if iface = c.String("interface"); iface == "" {
@@ -250,4 +246,15 @@ func (d *demo) summary(r localgroup.Result, after, before localgroup.Traffic) er
 		return &exitError{code: 1, err: r.Err}
 	}
 	return nil
+}
+
+// quietOnceOver drops the log's messages below error once over is set: a
+// local group's nodes leaving one by one at the end (takeovers, broken
+// links) is expected, and no news after the summary.
+func quietOnceOver(log zerolog.Logger, over *atomic.Bool) zerolog.Logger {
+	return log.Hook(zerolog.HookFunc(func(e *zerolog.Event, level zerolog.Level, _ string) {
+		if over.Load() && level < zerolog.ErrorLevel {
+			e.Discard()
+		}
+	}))
 }

@@ -79,6 +79,7 @@ func newApp() *cli.App {
 			withCommon(lockCommand()),
 			withCommon(statusCommand()),
 			withCommon(demoCommand()),
+			withCommon(gameCommand()),
 			benchCommand(),
 			fenceCommand(),
 			keygenCommand(),

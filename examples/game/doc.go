@@ -1,0 +1,49 @@
+// Package game is mcnode's resource-contention game, and an example of
+// embedding mcnode: it uses only the public API (package mcnode's Locker,
+// Lease and application state updates), so it plays the same in multicast
+// and in quorum mode.
+//
+// Players move on a grid. Power-ups appear: health (a player's health drains
+// by one a second, and a player at zero is out until it respawns), points,
+// and a rare prize worth many points. The first player to the target score
+// wins the round, and a new round begins.
+//
+// Mutual exclusion decides everything two players could both claim:
+//
+//   - A power-up is a lock named "pu/ID". A player that steps onto it asks
+//     for the lock with TryAcquire: only the player granted it picks it up;
+//     a loser gets ErrLocked and sees "taken by P3" where it stood. Picking
+//     up takes PickTime, during which the player holds the lock; then the
+//     power-up is consumed and its effect applies. The player keeps holding
+//     the lock for the rest of the round and a little after, so that a
+//     player that missed the news still finds it taken.
+//   - Which power-ups exist is decided by one node at a time: the holder of
+//     the lock "spawner". It spawns at random free cells, numbering each
+//     power-up with its lease's fencing token and a count (token.count):
+//     tokens strictly increase from one holder to the next, so two
+//     spawners never make the same ID. It multicasts the full list of
+//     power-ups in play every SpawnEvery, so a player that missed an update
+//     catches up. If its node dies, the group reclaims the lock and another
+//     player's waiting Acquire gets it: spawning goes on.
+//   - A player whose node dies mid-pickup loses what it held: the group
+//     takes the power-up's lock back when the dead node's lease runs out.
+//     The spawner sees the picker silent, takes the lock itself (which
+//     proves the group reclaimed it), releases it and puts the power-up
+//     back into play.
+//   - A player that reaches the target takes the lock "win/ROUND": only the
+//     first to get it wins the round, however close the race.
+//
+// Positions, health, scores and spawns travel as application state updates
+// (topic "game"), best effort: each player republishes its whole state every
+// StateEvery, and the spawner its list, so that a lost update only delays.
+// Each player is the only author of its own state; a scoreboard is the
+// players' own latest reports.
+//
+// At most once: a power-up is consumed only by a player that held its lock
+// for the whole pickup (its lease not lost), and the lock is never
+// released while the power-up is consumed within the round. The one gap is
+// a player cut off from the group right after consuming, whose report of
+// it does not arrive before its lease runs out: the spawner may then put
+// the power-up back. A killed player cannot consume, so killing never
+// doubles a power-up.
+package game

@@ -1,0 +1,169 @@
+package game
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcnode/mcnode"
+	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/group/memnet"
+	"github.com/mcnode/mcnode/quorumfallback/node"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
+)
+
+// startNodes starts n nodes of one group on in-memory networks.
+func startNodes(t *testing.T, mode mcnode.Mode, n int) []mcnode.Locker {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mem := memnet.New(1)
+	ends := qnet.NewMemNetwork(n)
+	peers := make([]string, n)
+	for i := range peers {
+		peers[i] = fmt.Sprintf("node-%d", i)
+	}
+	var nodes []mcnode.Locker
+	for i := range n {
+		cfg := mcnode.Config{Mode: mode, Multicast: group.DefaultLocalConfig(),
+			Quorum: node.Config{Group: "game", Protocol: "maekawa", Coterie: "grid", Self: i, Peers: peers, Transport: ends[i]}}
+		cfg.Multicast.Name, cfg.Multicast.Transport = "game", mem.Endpoint()
+		l, err := mcnode.Start(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, l)
+		t.Cleanup(func() { l.Close() })
+	}
+	return nodes
+}
+
+// quick speeds the game up for a test.
+func quick(t *testing.T) {
+	saved := []time.Duration{PickTime, StateEvery, SpawnEvery, BotStep}
+	PickTime, StateEvery, SpawnEvery, BotStep = 300*time.Millisecond, 100*time.Millisecond, 200*time.Millisecond, 40*time.Millisecond
+	t.Cleanup(func() { PickTime, StateEvery, SpawnEvery, BotStep = saved[0], saved[1], saved[2], saved[3] })
+}
+
+// checkRecords fails the test for every rule the records break.
+func checkRecords(t *testing.T, results []Result, target int) {
+	t.Helper()
+	for _, err := range Audit(results, target) {
+		t.Error(err)
+	}
+}
+
+// TestBotsPlayBothModes: four bots in each mode, the same code; the
+// records agree.
+func TestBotsPlayBothModes(t *testing.T) {
+	quick(t)
+	for _, mode := range []mcnode.Mode{mcnode.Multicast, mcnode.Quorum} {
+		t.Run(string(mode), func(t *testing.T) {
+			nodes := startNodes(t, mode, 4)
+			var players []*Player
+			for i, n := range nodes {
+				players = append(players, New(n, Config{Name: fmt.Sprintf("bot%d", i+1), Bot: true, Seed: int64(i), Target: 40}))
+			}
+			results := Play(players, 6*time.Second, 5*time.Second)
+			checkRecords(t, results, 40)
+			if len(results[0].Wins) == 0 {
+				t.Errorf("no round won in 6 s at target 40: %+v", results[0].Scoreboard)
+			}
+		})
+	}
+}
+
+// TestCrashMidPickup: a bot's node stops dead while it picks a power-up
+// up (the most dangerous moment: it holds the lock). The power-up comes
+// back into play, nobody consumes it twice, and the game goes on.
+func TestCrashMidPickup(t *testing.T) {
+	quick(t)
+	nodes := startNodes(t, mcnode.Multicast, 4)
+	var (
+		mu      sync.Mutex
+		victim  string // the power-up the crashed bot held
+		crashed time.Time
+		back    bool
+		after   int // power-ups consumed after the crash
+	)
+	var players []*Player
+	for i, n := range nodes {
+		players = append(players, New(n, Config{Name: fmt.Sprintf("bot%d", i+1), Bot: true, Seed: int64(i), Target: 1000,
+			OnEvent: func(e Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case e.Kind == "pick" && e.Player == "bot4" && victim == "":
+					victim, crashed = e.PowerUp, time.Now()
+					go n.Close() // kill -9: no leave, no release
+				case e.Kind == "back" && e.PowerUp == victim:
+					back = true
+				case e.Kind == "got" && !crashed.IsZero() && e.Player != "bot4":
+					after++
+				}
+			}}))
+	}
+	for _, p := range players {
+		p.Start()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		done := back && after >= 3
+		mu.Unlock()
+		if done {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	players[3].cancel() // its node is gone: stop its goroutines
+	results := StopAll(players[:3], 5*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if victim == "" {
+		t.Fatal("bot4 never picked anything up")
+	}
+	if !back {
+		t.Errorf("power-up %s, held by the crashed bot4, never came back into play", victim)
+	}
+	if after < 3 {
+		t.Errorf("only %d power-ups consumed after the crash: the game stalled", after)
+	}
+	checkRecords(t, results, 1000)
+	for _, r := range results {
+		for _, tk := range r.Takes {
+			if tk.ID == victim && tk.Player == "bot4" {
+				t.Errorf("%s records the crashed bot4 consuming %s", r.Player, victim)
+			}
+		}
+	}
+}
+
+// TestAuditFindsBrokenRules: Audit must be able to fail.
+func TestAuditFindsBrokenRules(t *testing.T) {
+	board := []Row{{Name: "a", Wins: 1, Total: 40}, {Name: "b"}}
+	ok := []Result{
+		{Player: "a", Takes: []Take{{ID: "1.1", Player: "a", Token: 5}}, Wins: []Win{{Round: 1, Player: "a", Score: 40}}, Scoreboard: board},
+		{Player: "b", Takes: []Take{{ID: "1.1", Player: "a", Token: 5}}, Wins: []Win{{Round: 1, Player: "a", Score: 40}}, Scoreboard: board},
+	}
+	if errs := Audit(ok, 40); len(errs) != 0 {
+		t.Fatalf("sound records: %v", errs)
+	}
+	for name, change := range map[string]func(r []Result){
+		"taken twice in one record": func(r []Result) { r[0].Takes = append(r[0].Takes, Take{ID: "1.1", Player: "b", Token: 9}) },
+		"taken by two":              func(r []Result) { r[1].Takes = []Take{{ID: "1.1", Player: "b", Token: 9}} },
+		"won below target":          func(r []Result) { r[0].Wins = []Win{{Round: 1, Player: "a", Score: 30}} },
+		"two winners of a round":    func(r []Result) { r[1].Wins = []Win{{Round: 1, Player: "b", Score: 40}} },
+		"scoreboards differ":        func(r []Result) { r[1].Scoreboard = []Row{{Name: "b"}, {Name: "a"}} },
+		"a player missing":          func(r []Result) { r[0].Scoreboard, r[1].Scoreboard = board[:1], board[:1] },
+		"nothing taken":             func(r []Result) { r[0].Takes, r[1].Takes = nil, nil },
+	} {
+		r := []Result{ok[0], ok[1]}
+		change(r)
+		if errs := Audit(r, 40); len(errs) == 0 {
+			t.Errorf("%s: Audit found nothing", name)
+		}
+	}
+}

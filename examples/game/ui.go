@@ -1,0 +1,271 @@
+package game
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/mcnode/mcnode"
+)
+
+// The screen is drawn for a terminal of at least MinWidth x MinHeight.
+const MinWidth, MinHeight = 80, 24
+
+// UI is the terminal screen of one player (or spectator), a Bubble Tea
+// model.
+type UI struct {
+	p      *Player
+	width  int
+	height int
+	log    []string // the latest events, newest last
+	events chan Event
+	quit   bool
+}
+
+// NewUI returns the screen of p. Pass its Event method as p's
+// Config.OnEvent (through a channel: see Events) to show the news.
+func NewUI(p *Player, events chan Event) *UI {
+	return &UI{p: p, events: events, width: MinWidth, height: MinHeight}
+}
+
+type tickMsg time.Time
+
+type eventMsg Event
+
+// Init starts the screen's refresh.
+func (u *UI) Init() tea.Cmd { return tea.Batch(u.tick(), u.next()) }
+
+func (u *UI) tick() tea.Cmd {
+	return tea.Tick(100*time.Millisecond, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+// next waits for the next event to show.
+func (u *UI) next() tea.Cmd {
+	return func() tea.Msg { return eventMsg(<-u.events) }
+}
+
+// Update handles keys, events, resizes and the refresh tick.
+func (u *UI) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch m := msg.(type) {
+	case tea.WindowSizeMsg:
+		u.width, u.height = m.Width, m.Height
+	case tea.KeyPressMsg:
+		switch m.String() {
+		case "q", "ctrl+c", "esc":
+			u.quit = true
+			return u, tea.Quit
+		case "up", "w", "k":
+			u.p.Move(0, -1)
+		case "down", "s", "j":
+			u.p.Move(0, 1)
+		case "left", "a", "h":
+			u.p.Move(-1, 0)
+		case "right", "d", "l":
+			u.p.Move(1, 0)
+		}
+	case eventMsg:
+		u.log = append(u.log, Event(m).Text())
+		if len(u.log) > 3 {
+			u.log = u.log[len(u.log)-3:]
+		}
+		return u, u.next()
+	case tickMsg:
+		return u, u.tick()
+	}
+	return u, nil
+}
+
+var (
+	styleBorder = lipgloss.NewStyle().Foreground(lipgloss.Color("8"))
+	styleMe     = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("14"))
+	styleOther  = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("12"))
+	styleOut    = lipgloss.NewStyle().Foreground(lipgloss.Color("8"))
+	styleHealth = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("10"))
+	stylePoints = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("11"))
+	stylePrize  = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("13"))
+	styleMark   = lipgloss.NewStyle().Foreground(lipgloss.Color("9"))
+	styleTitle  = lipgloss.NewStyle().Bold(true)
+	styleDim    = lipgloss.NewStyle().Foreground(lipgloss.Color("8"))
+)
+
+// glyph is a power-up's symbol.
+func glyph(k Kind) string {
+	switch k {
+	case Health:
+		return styleHealth.Render("+")
+	case Prize:
+		return stylePrize.Render("*")
+	}
+	return stylePoints.Render("$")
+}
+
+// View draws the arena, the side panel, the news and the help line.
+func (u *UI) View() tea.View {
+	v := tea.NewView(u.Render())
+	v.AltScreen = true
+	return v
+}
+
+// Render returns the screen as text with colours.
+func (u *UI) Render() string {
+	if u.quit {
+		return ""
+	}
+	if u.width < MinWidth || u.height < MinHeight {
+		return fmt.Sprintf("The game needs a terminal of %dx%d; this one is %dx%d.\nq quits.", MinWidth, MinHeight, u.width, u.height)
+	}
+	s := u.p.Snapshot()
+	st, err := u.p.Status()
+	var b strings.Builder
+	mode := "?"
+	if err == nil {
+		mode = fmt.Sprintf("%s mode, %s", st.Mode, st.Protocol)
+		if st.Coterie != "" {
+			mode += "/" + st.Coterie
+		}
+	}
+	fmt.Fprintf(&b, "%s  round %d, first to %d  %s\n", styleTitle.Render("mcnode game"), s.Round, s.Target, styleDim.Render(mode))
+	arena := u.arena(s)
+	panel := u.panel(s, st, err == nil)
+	b.WriteString(lipgloss.JoinHorizontal(lipgloss.Top, arena, " ", panel))
+	b.WriteString("\n")
+	for i := range 3 {
+		line := ""
+		if i < len(u.log) {
+			line = u.log[i]
+		}
+		b.WriteString(truncate(line, u.width-1) + "\n")
+	}
+	help := "arrows/WASD move  q quits   " + glyph(Health) + " health  " + glyph(Points) + " points  " + glyph(Prize) + " prize  " +
+		styleMe.Render("@") + " you"
+	if u.p.cfg.Watch {
+		help = "watching: q quits   " + glyph(Health) + " health  " + glyph(Points) + " points  " + glyph(Prize) + " prize"
+	}
+	b.WriteString(help)
+	return b.String()
+}
+
+// arena draws the grid in a border, Width+2 columns and Height+2 rows.
+func (u *UI) arena(s Snapshot) string {
+	grid := make([][]string, Height)
+	for y := range grid {
+		grid[y] = make([]string, Width)
+		for x := range grid[y] {
+			grid[y][x] = " "
+		}
+	}
+	for _, pu := range s.PowerUps {
+		grid[pu.Y][pu.X] = glyph(pu.Kind)
+	}
+	for _, o := range s.Others {
+		c := styleOther.Render(initial(o.Name))
+		if o.Out {
+			c = styleOut.Render(initial(o.Name))
+		}
+		grid[o.Y][o.X] = c
+	}
+	for _, m := range s.Marks {
+		for i, r := range []rune(m.Text) {
+			if m.X+i < Width {
+				grid[m.Y][m.X+i] = styleMark.Render(string(r))
+			}
+		}
+	}
+	if !u.p.cfg.Watch {
+		me := styleMe.Render("@")
+		if s.Me.Out {
+			me = styleOut.Render("@")
+		}
+		grid[s.Me.Y][s.Me.X] = me
+	}
+	var b strings.Builder
+	b.WriteString(styleBorder.Render("┌"+strings.Repeat("─", Width)+"┐") + "\n")
+	for _, row := range grid {
+		b.WriteString(styleBorder.Render("│") + strings.Join(row, "") + styleBorder.Render("│") + "\n")
+	}
+	b.WriteString(styleBorder.Render("└" + strings.Repeat("─", Width) + "┘"))
+	return b.String()
+}
+
+// initial is a player's one-letter mark: the last character of its name.
+func initial(name string) string {
+	r := []rune(name)
+	if len(r) == 0 {
+		return "?"
+	}
+	return string(r[len(r)-1])
+}
+
+// panel is the side panel: the players, the group, the legend.
+func (u *UI) panel(s Snapshot, st mcnode.Status, ok bool) string {
+	var b strings.Builder
+	players := s.Others
+	if !u.p.cfg.Watch {
+		players = append([]State{s.Me}, players...)
+	}
+	fmt.Fprintf(&b, "%-6s %4s %3s %3s %7s %9s\n", "player", "pts", "hp", "win", "won/lst", "p50/p99ms")
+	var sent uint64
+	var won int
+	for i, pl := range players {
+		if i >= 8 {
+			fmt.Fprintf(&b, "... %d more\n", len(players)-i)
+			break
+		}
+		name := truncate(pl.Name, 6)
+		line := fmt.Sprintf("%-6s %4d %3d %3d %3d/%-3d %4.1f/%-4.1f", name, pl.Score, pl.Health, pl.Wins, pl.Won, pl.Lost,
+			float64(pl.P50)/1000, float64(pl.P99)/1000)
+		switch {
+		case pl.Out:
+			line = styleOut.Render(line)
+		case pl.Name == s.Me.Name && !u.p.cfg.Watch:
+			line = styleMe.Render(line)
+		}
+		b.WriteString(line + "\n")
+	}
+	for _, pl := range players {
+		sent += pl.Sent
+		won += pl.Won
+	}
+	b.WriteString("\n")
+	if ok {
+		fmt.Fprintf(&b, "mode      %s\n", st.Mode)
+		proto := st.Protocol
+		if st.Coterie != "" {
+			proto += "/" + st.Coterie
+		}
+		fmt.Fprintf(&b, "protocol  %s\n", proto)
+		if st.Mode == "multicast" {
+			fmt.Fprintf(&b, "server    node %d\n", st.Server)
+		} else {
+			fmt.Fprintf(&b, "quorum    %v\n", st.Quorum)
+		}
+		fmt.Fprintf(&b, "members   %d\n", len(st.Members))
+	}
+	if won > 0 {
+		fmt.Fprintf(&b, "msgs per pickup  %.1f\n", float64(sent)/float64(won))
+	} else {
+		b.WriteString("msgs per pickup  -\n")
+	}
+	if len(s.Wins) > 0 {
+		w := s.Wins[len(s.Wins)-1]
+		fmt.Fprintf(&b, "last round: %s, %d\n", w.Player, w.Score)
+	}
+	if s.Me.Out && !u.p.cfg.Watch {
+		b.WriteString(styleMark.Render("you are out: respawning") + "\n")
+	} else if s.Me.Picking != "" {
+		b.WriteString(stylePoints.Render("picking up...") + "\n")
+	}
+	return b.String()
+}
+
+// truncate cuts s to n columns.
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n])
+	}
+	return s
+}
