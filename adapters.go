@@ -42,9 +42,13 @@ func (l groupLocker) Status() (Status, error) {
 		s.Held = append(s.Held, h.Resource)
 	}
 	for c, n := range st.Stats.Sent {
-		if c == wire.ClassUpdate {
+		switch {
+		case c == wire.ClassUpdate:
 			s.Updates += n
-		} else {
+		case c.Core():
+			s.Core += n
+			s.Sent += n
+		default:
 			s.Sent += n
 		}
 	}
@@ -95,6 +99,7 @@ func (l quorumLocker) Status() (Status, error) {
 	for _, n := range st.Stats.Sent {
 		s.Sent += n
 	}
+	s.Core = s.Sent
 	for _, n := range st.Stats.Received {
 		s.Received += n
 	}

@@ -127,10 +127,13 @@ type Status struct {
 	Held []string
 	// Sent counts the lock protocol's datagrams (multicast mode) or
 	// messages (quorum mode) this node sent, application updates left
-	// out; Updates counts the updates it sent (in quorum mode, one per
-	// peer); Received counts everything it received, and Dropped what it
-	// dropped as malformed, forged or out of place.
-	Sent, Updates, Received, Dropped uint64
+	// out; Core the part of them that asks for, grants and releases locks
+	// (in quorum mode, all of them), the rest being multicast mode's
+	// membership traffic (pings, SYNCs, acks, takeovers, repairs, joins).
+	// Updates counts the updates it sent (in quorum mode, one per peer);
+	// Received counts everything it received, and Dropped what it dropped
+	// as malformed, forged or out of place.
+	Sent, Core, Updates, Received, Dropped uint64
 }
 
 // ErrLocked is wrapped by TryAcquire's error when the lock is taken.

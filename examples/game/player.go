@@ -124,7 +124,7 @@ type Player struct {
 	roundAt  map[int]time.Time // when this player entered each round
 	// sentBefore is what the node had sent when the game started: its
 	// joining is not the game's traffic.
-	sentBefore uint64
+	sentBefore [2]uint64
 }
 
 type heldLock struct {
@@ -150,7 +150,7 @@ func New(node mcnode.Locker, cfg Config) *Player {
 func (p *Player) Start() {
 	p.start = time.Now()
 	if st, err := p.node.Status(); err == nil {
-		p.sentBefore = st.Sent
+		p.sentBefore = [2]uint64{st.Sent, st.Core}
 	}
 	updates, stop := p.node.Subscribe(Topic)
 	p.goroutine(func() {
@@ -472,7 +472,7 @@ func (p *Player) refreshStats() {
 		p.me.P99 = s[min(n*99/100, n-1)].Microseconds()
 	}
 	if st, err := p.node.Status(); err == nil {
-		p.me.Sent = st.Sent - p.sentBefore
+		p.me.Sent, p.me.Core = st.Sent-p.sentBefore[0], st.Core-p.sentBefore[1]
 	}
 }
 

@@ -207,7 +207,7 @@ func (u *UI) panel(s Snapshot, st mcnode.Status, ok bool) string {
 		players = append([]State{s.Me}, players...)
 	}
 	fmt.Fprintf(&b, "%-6s %4s %3s %3s %7s %9s\n", "player", "pts", "hp", "win", "won/lst", "p50/p99ms")
-	var sent uint64
+	var sent, core uint64
 	var won int
 	for i, pl := range players {
 		if i >= 8 {
@@ -227,6 +227,7 @@ func (u *UI) panel(s Snapshot, st mcnode.Status, ok bool) string {
 	}
 	for _, pl := range players {
 		sent += pl.Sent
+		core += pl.Core
 		won += pl.Won
 	}
 	b.WriteString("\n")
@@ -237,17 +238,24 @@ func (u *UI) panel(s Snapshot, st mcnode.Status, ok bool) string {
 			proto += "/" + st.Coterie
 		}
 		fmt.Fprintf(&b, "protocol  %s\n", proto)
-		if st.Mode == "multicast" {
+		if st.Mode == mcnode.Multicast {
 			fmt.Fprintf(&b, "server    node %d\n", st.Server)
 		} else {
 			fmt.Fprintf(&b, "quorum    %v\n", st.Quorum)
 		}
 		fmt.Fprintf(&b, "members   %d\n", len(st.Members))
 	}
+	unit := "datagrams"
+	if ok && st.Mode == mcnode.Quorum {
+		unit = "messages"
+	}
 	if won > 0 {
-		fmt.Fprintf(&b, "msgs per pickup  %.1f\n", float64(sent)/float64(won))
+		fmt.Fprintf(&b, "%s per pickup: %.1f\n", unit, float64(core)/float64(won))
+		if sent > core {
+			fmt.Fprintf(&b, "  + %.1f membership\n", float64(sent-core)/float64(won))
+		}
 	} else {
-		b.WriteString("msgs per pickup  -\n")
+		fmt.Fprintf(&b, "%s per pickup: -\n", unit)
 	}
 	if len(s.Wins) > 0 {
 		w := s.Wins[len(s.Wins)-1]

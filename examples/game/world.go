@@ -86,8 +86,10 @@ type State struct {
 	// P50 and P99 are the player's acquire latencies, in microseconds.
 	P50 int64 `json:"p50_us"`
 	P99 int64 `json:"p99_us"`
-	// Sent is the lock protocol's traffic of the player's node.
+	// Sent is the lock protocol's traffic of the player's node since the
+	// game began; Core the part that asks for, grants and releases locks.
 	Sent uint64 `json:"sent"`
+	Core uint64 `json:"core"`
 	// Final marks the last report of a game that is over.
 	Final bool `json:"final,omitempty"`
 }

@@ -73,3 +73,26 @@ func TestBannedCatchesTheForbidden(t *testing.T) {
 		}
 	}
 }
+
+// TestGameUsesOnlyThePublicAPI: the game doubles as the example of
+// embedding mcnode, so it imports mcnode's public packages only, never
+// internal ones (directly; the runtime's own internals are its business).
+func TestGameUsesOnlyThePublicAPI(t *testing.T) {
+	p, err := build.Import("github.com/mcnode/mcnode/examples/game", ".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.GoFiles) == 0 {
+		t.Fatal("no Go files found in examples/game")
+	}
+	uses := false
+	for _, imp := range append(p.Imports, p.TestImports...) {
+		if strings.Contains(imp, "/internal/") || strings.HasSuffix(imp, "/internal") {
+			t.Errorf("examples/game imports %s", imp)
+		}
+		uses = uses || imp == "github.com/mcnode/mcnode"
+	}
+	if !uses {
+		t.Error("examples/game does not import package mcnode: the check checks nothing")
+	}
+}
