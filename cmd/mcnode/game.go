@@ -36,7 +36,8 @@ func gameCommand() *cli.Command {
 			"Move with the arrow keys or WASD. Stepping onto a power-up asks for its lock:\n" +
 			"+ health, $ points, * prize. First to --target points wins the round.\n\n" +
 			"--headless plays bots only, prints one line per event (JSON lines with --json),\n" +
-			"and ends after --duration with the final scoreboard and \"winner: NAME SCORE\".",
+			"and ends after --duration with the final scoreboard and \"winner: NAME SCORE\".\n\n" +
+			"The group is mcnode-game unless --group names another.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "bots", Value: 3, Usage: "on one host: bots playing beside you (headless: the players)"},
 			&cli.BoolFlag{Name: "bot", Usage: "on a LAN: this node plays a bot"},
@@ -92,8 +93,10 @@ func gameAction(c *cli.Context) error {
 		return usage("--target %d: want at least 1", p.target)
 	case !p.lan && !p.human && !p.watch && p.bots == 0:
 		return usage("no players: add --bots")
-	case p.human && !isatty.IsTerminal(os.Stdin.Fd()):
-		return usage("the game needs a terminal to play on: use --headless for scripts, or --watch")
+	case p.watch && p.headless:
+		return usage("--watch and --headless: a spectator needs the screen")
+	case !p.headless && !isatty.IsTerminal(os.Stdin.Fd()):
+		return usage("the game's screen needs a terminal: use --headless for scripts")
 	}
 	if p.headless && p.duration == 0 {
 		p.duration = time.Minute
