@@ -3,6 +3,7 @@ package game
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,5 +166,37 @@ func TestAuditFindsBrokenRules(t *testing.T) {
 		if errs := Audit(r, 40); len(errs) == 0 {
 			t.Errorf("%s: Audit found nothing", name)
 		}
+	}
+}
+
+// TestHostileUpdates: updates out of bounds or garbled are dropped, and
+// the screen still draws.
+func TestHostileUpdates(t *testing.T) {
+	nodes := startNodes(t, mcnode.Multicast, 2)
+	p := New(nodes[0], Config{Name: "me", Watch: true}) // a spectator spawns nothing itself
+	p.Start()
+	defer p.Stop(0)
+	for _, raw := range []string{
+		`{"t":"state","s":{"name":"evil","x":1000,"y":-5}}`,
+		`{"t":"state","s":{"name":"","x":1,"y":1}}`,
+		`{"t":"spawn","r":1,"p":[{"id":"x","kind":"prize","x":99,"y":99,"round":1}]}`,
+		`{"t":"state","s":{"name":"` + strings.Repeat("n", 100) + `","x":1,"y":1}}`,
+		`not json`,
+		`{"t":"pick","id":"` + strings.Repeat("i", 100) + `","pl":"a","r":1}`,
+	} {
+		p.receive([]byte(raw))
+	}
+	s := p.Snapshot()
+	if len(s.Others) != 0 || len(s.PowerUps) != 0 {
+		t.Errorf("hostile updates were applied: %+v %+v", s.Others, s.PowerUps)
+	}
+	u := NewUI(p, make(chan Event))
+	if out := u.Render(); !strings.Contains(out, "mcnode game") {
+		t.Errorf("the screen does not draw:\n%s", out)
+	}
+	// A sound update is applied (the check can pass).
+	p.receive([]byte(`{"t":"state","s":{"name":"ok","x":3,"y":4,"round":1}}`))
+	if s := p.Snapshot(); len(s.Others) != 1 || s.Others[0].X != 3 {
+		t.Errorf("a sound state was not applied: %+v", s.Others)
 	}
 }

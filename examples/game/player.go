@@ -208,8 +208,8 @@ func (p *Player) publishState() {
 // receive applies another player's update.
 func (p *Player) receive(data []byte) {
 	var m message
-	if json.Unmarshal(data, &m) != nil {
-		return // not ours, or garbled: nothing to apply
+	if json.Unmarshal(data, &m) != nil || !m.valid() {
+		return // not ours, garbled or out of bounds: nothing to apply
 	}
 	var events []Event
 	p.mu.Lock()

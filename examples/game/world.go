@@ -123,6 +123,33 @@ type message struct {
 	ID       string    `json:"id,omitempty"`
 }
 
+// MaxName is the longest player name, in bytes.
+const MaxName = 32
+
+// valid reports whether a message received can be applied: every cell in
+// the arena, every name short, the lists bounded. Another player's update
+// is input like any other: one out of bounds must not crash the screen.
+func (m message) valid() bool {
+	inArena := func(x, y int) bool { return x >= 0 && x < Width && y >= 0 && y < Height }
+	name := func(s string) bool { return len(s) <= MaxName }
+	switch {
+	case m.Round < 0 || len(m.PowerUps) > 4*InPlay || len(m.Back) > 4*InPlay || !name(m.Player) || len(m.ID) > 64:
+		return false
+	case m.State != nil && (!inArena(m.State.X, m.State.Y) || m.State.Name == "" || !name(m.State.Name) || m.State.Round < 0):
+		return false
+	case m.Take != nil && (!name(m.Take.Player) || len(m.Take.ID) > 64):
+		return false
+	case m.Win != nil && !name(m.Win.Player):
+		return false
+	}
+	for _, p := range m.PowerUps {
+		if !inArena(p.X, p.Y) || len(p.ID) > 64 {
+			return false
+		}
+	}
+	return true
+}
+
 func (m message) encode() []byte {
 	b, err := json.Marshal(m)
 	if err != nil {
