@@ -150,6 +150,9 @@ type Group struct {
 	ring      *seal.Ring
 	sealSeq   uint64
 	warnedKey bool
+	// limiter drops what a source sends beyond Config.RateLimit (nil: no
+	// limit).
+	limiter *limiter
 	// wasMember: this node has been a member (a later join is a rejoin);
 	// rejoinAt, if set, is when to try again after a refused rejoin.
 	wasMember bool
@@ -176,7 +179,10 @@ type Stats struct {
 	// sealed with a key this node lacks, did not authenticate, or had been
 	// taken before; without one, sealed datagrams (NeedsKey).
 	Unsealed, UnknownKey, BadMAC, Replayed, NeedsKey uint64
-	Machine                                          MachineStats
+	// RateLimited counts datagrams dropped because their source sent more
+	// than Config.RateLimit.
+	RateLimited uint64
+	Machine     MachineStats
 	// Drops counts every datagram or message dropped, by reason (the Drop
 	// constants), the transport's included; Status fills it in.
 	Drops map[string]uint64
@@ -203,7 +209,13 @@ const (
 	DropBadMAC        = "bad-mac"        // does not authenticate under its key
 	DropReplay        = "replay"         // sealed, and taken before
 	DropNeedsKey      = "needs-key"      // sealed, and this node has no key
+	DropRateLimited   = "rate-limited"   // its source sent more than Config.RateLimit
 )
+
+// DefaultRateLimit is Config.RateLimit's default: datagrams a second from
+// one source address. A server deciding at full speed sends fewer than a
+// third of that (mcnode bench), a flooding host on a LAN far more.
+const DefaultRateLimit = 20000
 
 // drops gathers every drop counter by reason, zero counts left out.
 func (g *Group) drops() map[string]uint64 {
@@ -213,7 +225,7 @@ func (g *Group) drops() map[string]uint64 {
 		DropForged: m.Forged, DropStale: m.Stale, DropNotMember: m.NotMember, DropNotServer: m.NotServer,
 		DropUnasked: m.Unasked, DropBadState: m.BadSnapshots, DropDuplicate: m.Duplicates, DropTooMany: m.TooMany,
 		DropUnsealed: g.stats.Unsealed, DropUnknownKey: g.stats.UnknownKey, DropBadMAC: g.stats.BadMAC,
-		DropReplay: g.stats.Replayed, DropNeedsKey: g.stats.NeedsKey,
+		DropReplay: g.stats.Replayed, DropNeedsKey: g.stats.NeedsKey, DropRateLimited: g.stats.RateLimited,
 	}
 	if dc, ok := g.tr.(DropCounter); ok {
 		for k, v := range dc.Drops() {
@@ -261,6 +273,12 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 	}
 	if g.clock == nil {
 		g.clock = BootClock{}
+	}
+	switch {
+	case cfg.RateLimit == 0:
+		g.limiter = newLimiter(DefaultRateLimit)
+	case cfg.RateLimit > 0:
+		g.limiter = newLimiter(cfg.RateLimit)
 	}
 	if len(cfg.Keys) > 0 {
 		if g.ring, err = seal.NewRing(cfg.Keys[0], cfg.Keys[1:]...); err != nil {
@@ -454,6 +472,13 @@ func (g *Group) run() {
 // receive decodes one datagram and steps its messages.
 func (g *Group) receive(p Packet) {
 	g.stats.Received++
+	if g.limiter != nil && !g.limiter.allow(p.Source, g.clock.Now()) {
+		g.stats.RateLimited++
+		if g.stats.RateLimited&(g.stats.RateLimited-1) == 0 { // 1, 2, 4, ...: a flood is news, each datagram of it is not
+			g.log.Warn().Str("from", p.Source).Uint64("dropped", g.stats.RateLimited).Msg("a source sends faster than the rate limit: dropping what exceeds it")
+		}
+		return
+	}
 	if g.ring != nil {
 		if !g.open(&p) {
 			return

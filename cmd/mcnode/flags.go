@@ -51,6 +51,8 @@ func commonFlags() []cli.Flag {
 			Usage: "where to keep the highest group timestamp seen (a group founded here after a full stop gives higher fencing tokens) and, for mcnode run, whether this host is a member (default: $XDG_STATE_HOME/mcnode, or ~/.local/state/mcnode; \"none\" keeps nothing)"},
 		&cli.DurationFlag{Name: "join-timeout", Value: d.JoinTimeout, EnvVars: []string{"MCNODE_JOIN_TIMEOUT"},
 			Usage: "how long to wait for an existing group before founding one"},
+		&cli.IntFlag{Name: "rate-limit", Value: group.DefaultRateLimit, EnvVars: []string{"MCNODE_RATE_LIMIT"},
+			Usage: "datagrams a second one source address may send this node; the rest are dropped unread (negative: no limit)"},
 		&cli.StringFlag{Name: "keyfile", EnvVars: []string{"MCNODE_KEYFILE"},
 			Usage: "group key file (make one with mcnode keygen; mode 0600): every datagram is then authenticated and encrypted, and whatever does not authenticate is dropped; every member needs the same file"},
 		&cli.StringFlag{Name: "socket", EnvVars: []string{"MCNODE_SOCKET"},
@@ -102,6 +104,10 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 	cfg.HeartbeatInterval = c.Duration("heartbeat")
 	cfg.TakeoverTimeout = c.Duration("takeover-timeout")
 	cfg.JoinTimeout = c.Duration("join-timeout")
+	cfg.RateLimit = c.Int("rate-limit")
+	if cfg.RateLimit == 0 {
+		return cfg, usage("--rate-limit 0 would drop everything: give datagrams a second, or a negative number for no limit")
+	}
 	cfg.TimestampFile = timestampFile(c, log)
 	cfg.Logger = log
 	if path := c.String("keyfile"); path != "" {

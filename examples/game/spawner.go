@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcnode/mcnode"
@@ -54,7 +55,7 @@ func (p *Player) spawn(lease mcnode.Lease) {
 				events = append(events, Event{Kind: "spawn", Player: p.me.Name, PowerUp: pu.ID, Of: pu.Kind})
 			}
 			list := slices.Collect(maps.Values(p.w.PowerUps))
-			slices.SortFunc(list, func(a, b PowerUp) int { return cmpID(a.ID, b.ID) })
+			slices.SortFunc(list, func(a, b PowerUp) int { return strings.Compare(a.ID, b.ID) })
 			p.publish(message{Type: "spawn", Round: p.w.Round, PowerUps: list, Back: returned})
 		}
 		for _, id := range returned {
@@ -72,16 +73,6 @@ func (p *Player) spawn(lease mcnode.Lease) {
 		case <-t.C:
 		}
 	}
-}
-
-func cmpID(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // reclaimable lists the power-ups being picked up by a player that is gone;
