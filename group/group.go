@@ -165,14 +165,21 @@ type Group struct {
 
 // Stats counts what the runtime sent, received and dropped.
 type Stats struct {
-	Sent          map[Class]uint64 // datagrams sent, by class (a multicast counts once)
-	SentBytes     uint64
-	Received      uint64
+	Sent      map[Class]uint64 // datagrams sent, by class (a multicast counts once)
+	SentBytes uint64
+	Received  uint64
+	// ReceivedBy counts the datagrams received that decoded, by class;
+	// ReceivedBytes every datagram received, as it came.
+	ReceivedBy    map[Class]uint64
+	ReceivedBytes uint64
 	Malformed     uint64 // datagrams that failed to decode: dropped
 	Foreign       uint64 // datagrams of another group or run: dropped
 	Forged        uint64 // datagrams whose sender did not match its member: dropped
 	EventsDropped uint64 // events not read from Events in time
 	Entries       uint64 // resources granted to this node
+	Releases      uint64 // releases of this node the group recorded
+	ServerTurns   uint64 // times the server role came to this node
+	ViewChanges   uint64 // members joined, left or removed, as this node saw it
 	Rejoins       uint64 // times this node was removed and rejoined
 	OtherInstance uint64 // datagrams from a separately founded run of this group: dropped
 	// With a group key: datagrams dropped because they were not sealed,
@@ -269,7 +276,7 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		joinErr: make(chan error, 1),
 		locks:   map[string]*lockState{},
 		subs:    map[int]*subscription{},
-		stats:   Stats{Sent: map[Class]uint64{}},
+		stats:   Stats{Sent: map[Class]uint64{}, ReceivedBy: map[Class]uint64{}},
 	}
 	if g.clock == nil {
 		g.clock = BootClock{}
@@ -472,6 +479,7 @@ func (g *Group) run() {
 // receive decodes one datagram and steps its messages.
 func (g *Group) receive(p Packet) {
 	g.stats.Received++
+	g.stats.ReceivedBytes += uint64(len(p.Data))
 	if g.limiter != nil && !g.limiter.allow(p.Source, g.clock.Now()) {
 		g.stats.RateLimited++
 		if g.stats.RateLimited&(g.stats.RateLimited-1) == 0 { // 1, 2, 4, ...: a flood is news, each datagram of it is not
@@ -507,6 +515,7 @@ func (g *Group) receive(p Packet) {
 		g.log.Debug().Err(err).Str("from", p.Source).Msg("dropped a malformed datagram")
 		return
 	}
+	g.stats.ReceivedBy[wire.Classify(&pkt, p.Multicast)]++
 	for _, m := range pkt.Messages {
 		switch err := g.node.Step(p.Source, pkt.Header, m); {
 		case errors.Is(err, arbiter.ErrForeignGroup):
@@ -680,6 +689,14 @@ func (g *Group) handle(e Event) {
 	case EventGranted:
 		g.stats.Entries++
 		g.granted(e)
+	case EventReleased:
+		g.stats.Releases++
+	case EventServerChanged:
+		if e.Node == g.node.ID() {
+			g.stats.ServerTurns++
+		}
+	case EventMemberJoined, EventMemberLeft, EventMemberRemoved:
+		g.stats.ViewChanges++
 	case EventQueued:
 		g.queued(e)
 	case EventLost:
@@ -935,7 +952,7 @@ func (g *Group) Status() (Status, error) {
 		srv, _ := g.node.Server()
 		p := g.node.Params()
 		st := g.stats
-		st.Sent = maps.Clone(g.stats.Sent)
+		st.Sent, st.ReceivedBy = maps.Clone(g.stats.Sent), maps.Clone(g.stats.ReceivedBy)
 		st.Machine = g.node.Stats()
 		st.Drops = g.drops()
 		since, from := g.node.SinceHeard()

@@ -265,6 +265,9 @@ func (d *daemonClient) Close() error { return d.conn.Close() }
 type joining struct {
 	ready atomic.Pointer[locker]
 	why   string
+	// acquired, if set, is told how long each lock the daemon served took
+	// to be granted (the metrics' histogram).
+	acquired func(time.Duration)
 }
 
 func (j *joining) get() (locker, error) {
@@ -279,7 +282,12 @@ func (j *joining) acquire(ctx context.Context, name string, try bool) (mcnode.Le
 	if err != nil {
 		return nil, err
 	}
-	return g.acquire(ctx, name, try)
+	t0 := time.Now()
+	l, err := g.acquire(ctx, name, try)
+	if err == nil && j.acquired != nil {
+		j.acquired(time.Since(t0))
+	}
+	return l, err
 }
 
 func (j *joining) status() (*statusView, error) {

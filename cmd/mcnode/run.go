@@ -30,6 +30,8 @@ func runCommand() *cli.Command {
 			"With --quorum-size N instead of --peers, the peers are the first N members of\n" +
 			"the multicast group on --interface, which the node joins and stays in.",
 		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"MCNODE_METRICS_ADDR"},
+				Usage: "serve Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9464; default: none)"},
 			&cli.BoolFlag{Name: "found", EnvVars: []string{"MCNODE_FOUND"},
 				Usage: "found the group if no member answers, even if this host was a member when its daemon last stopped without leaving (the whole group stopped: make sure no member still runs)"},
 		},
@@ -54,6 +56,13 @@ func runCommand() *cli.Command {
 			// Local clients get an answer while the daemon joins, which may
 			// take long: "not a member yet", and why.
 			j := &joining{why: why}
+			if addr := c.String("metrics-addr"); addr != "" {
+				ml, err := newMetrics(j).serve(addr, log)
+				if err != nil {
+					return &exitError{code: 1, err: err}
+				}
+				defer ml.Close()
+			}
 			go serveControl(l, j, log)
 			g, err := start(ctx)
 			if err != nil {

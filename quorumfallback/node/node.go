@@ -144,6 +144,7 @@ type Stats struct {
 	Sent, Received [q.Transfer + 1]uint64 // messages by kind
 	Rejected       uint64                 // frames the machine refused
 	Entries        uint64                 // critical sections entered
+	Releases       uint64                 // critical sections left
 	Abandoned      uint64                 // grants released at once: their caller had gone
 	// Application state updates: copies sent (one per peer), received,
 	// and received but dropped because a subscriber did not keep up.
@@ -338,6 +339,7 @@ func (n *Node) flush(r *resource) {
 // release leaves the critical section and asks again for the next waiter.
 func (n *Node) release(r *resource) {
 	r.lease = nil
+	n.stats.Releases++
 	if err := r.m.Release(); err != nil {
 		n.log.Error().Err(err).Str("resource", r.name).Msg("release")
 	}

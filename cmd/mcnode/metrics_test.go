@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcnode/mcnode"
+	"github.com/mcnode/mcnode/internal/localgroup"
+	"github.com/mcnode/mcnode/internal/netns"
+)
+
+// scrape fetches /metrics and returns every sample by its name and labels
+// as written ("name" or `name{label="v"}`).
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// TestMetricsMove scrapes a daemon's metrics while its group works, in each
+// mode: the counters move with the work, the gauges say what is true.
+func TestMetricsMove(t *testing.T) {
+	for _, mode := range []mcnode.Mode{mcnode.Multicast, mcnode.Quorum} {
+		t.Run(string(mode), func(t *testing.T) {
+			if mode == mcnode.Multicast && !netns.Isolate(t) {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			lg, err := localgroup.Start(ctx, localgroup.Options{Mode: mode, N: 3, Protocol: "maekawa", Coterie: "grid"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lg.Close()
+			j := &joining{}
+			var d locker = daemonNode{Locker: lg.Nodes[0]}
+			url := ""
+			// Before the node is ready, the daemon says it is not up.
+			ml, err := newMetrics(j).serve("127.0.0.1:0", zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ml.Close()
+			url = "http://" + ml.Addr().String() + "/metrics"
+			if m := scrape(t, url); m["mcnode_up"] != 0 {
+				t.Errorf("mcnode_up %v before the node joined", m["mcnode_up"])
+			}
+			j.ready.Store(&d)
+			work := func(n int) {
+				for range n {
+					l, err := j.acquire(ctx, "m", false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := l.Release(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			work(20)
+			before := scrape(t, url)
+			work(30)
+			time.Sleep(200 * time.Millisecond) // the last release is recorded
+			after := scrape(t, url)
+			sent := "mcnode_messages_sent_total{kind=\"request\"}"
+			if mode == mcnode.Multicast {
+				sent = "mcnode_datagrams_sent_total{class=\"request\"}"
+			}
+			for _, name := range []string{"mcnode_grants_total", "mcnode_releases_total", "mcnode_acquire_seconds_count", sent} {
+				if after[name] < before[name]+30 && !(name == sent && after[name] > before[name]) {
+					t.Errorf("%s went from %v to %v over 30 more locks", name, before[name], after[name])
+				}
+			}
+			if after["mcnode_up"] != 1 || after["mcnode_members"] != 3 {
+				t.Errorf("up %v, members %v: want 1 and 3", after["mcnode_up"], after["mcnode_members"])
+			}
+			if mode == mcnode.Quorum {
+				return
+			}
+			// Two members wait for a lock node 0 holds: its queue shows.
+			l, err := lg.Nodes[0].Acquire(ctx, "busy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range lg.Nodes[1:] {
+				go func() {
+					if l, err := n.Acquire(ctx, "busy"); err == nil {
+						l.Release()
+					}
+				}()
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for scrape(t, url)[`mcnode_lock_queue_length{lock="busy"}`] != 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the queue of 2 never showed: %v", scrape(t, url))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			l.Release()
+			for _, k := range []string{"mcnode_received_bytes_total", `mcnode_datagrams_received_total{class="decision"}`, "mcnode_timestamp", "mcnode_quorum_held"} {
+				if after[k] <= 0 {
+					t.Errorf("%s is %v", k, after[k])
+				}
+			}
+		})
+	}
+}
+
+func TestMetricsAddrRefused(t *testing.T) {
+	if _, err := newMetrics(&joining{}).serve("256.0.0.1:99999", zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
+		t.Errorf("a bad address: %v", err)
+	}
+}
