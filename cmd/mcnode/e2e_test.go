@@ -155,19 +155,11 @@ func (c *cluster) socket(i int) string { return filepath.Join(c.dir, fmt.Sprintf
 // millisecond, where starting `mcnode status` takes far longer. The tests
 // that kill a daemon need a fresh answer.
 func (c *cluster) status(i int) (*statusView, error) {
-	d, err := dialDaemon(c.socket(i))
+	v, err := daemonStatus(c.socket(i))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("status of host %d: %w", i, err)
 	}
-	defer d.Close()
-	if err := d.send(request{Op: "status"}); err != nil {
-		return nil, err
-	}
-	r, err := d.receive()
-	if err != nil || !r.OK {
-		return nil, fmt.Errorf("status of host %d: %v %s", i, err, r.Error)
-	}
-	return r.Status, nil
+	return v, nil
 }
 
 // statusCommand runs `mcnode status --json` on host i, as a user would.

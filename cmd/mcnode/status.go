@@ -8,11 +8,14 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcnode/mcnode/group"
@@ -104,10 +107,20 @@ func statusCommand() *cli.Command {
 		Usage: "show the members, the server, T, and every lock's holder and queue",
 		Description: "Asks the local `mcnode run` daemon; without one, joins the group briefly to\n" +
 			"look (it then appears as a member for a moment).",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print JSON (with --watch, one line each time)"},
+			&cli.BoolFlag{Name: "watch", Usage: "show it again every --interval until interrupted (needs the local daemon)"},
+			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "with --watch: how often"},
+		},
 		Action: func(c *cli.Context) error {
 			if _, err := logger(c); err != nil {
 				return err
+			}
+			if c.Bool("watch") {
+				return watchStatus(c)
+			}
+			if c.IsSet("interval") {
+				return usage("--interval applies to --watch only")
 			}
 			v, err := fetchStatus(c)
 			var ee *exitError
@@ -128,6 +141,78 @@ func statusCommand() *cli.Command {
 	}
 }
 
+// watchStatus shows the daemon's status every --interval until
+// interrupted: redrawn in place on a terminal, one after another (or one
+// JSON line each) otherwise. A daemon that goes away is waited for.
+func watchStatus(c *cli.Context) error {
+	every := c.Duration("interval")
+	if every < 10*time.Millisecond {
+		return usage("--interval %v: want at least 10ms", every)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tty := isatty.IsTerminal(os.Stdout.Fd()) && !c.Bool("json")
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		v, err := daemonStatus(socketPath(c))
+		if errors.Is(err, errUnsafeSocketDir) {
+			return &exitError{code: 1, err: err}
+		}
+		switch {
+		case c.Bool("json") && err == nil:
+			b, _ := json.Marshal(v)
+			fmt.Printf("%s\n", b)
+		case c.Bool("json"):
+			b, _ := json.Marshal(map[string]string{"error": err.Error()})
+			fmt.Printf("%s\n", b)
+		default:
+			if tty {
+				fmt.Print("\x1b[H\x1b[2J") // home, clear
+			}
+			fmt.Printf("mcnode status, every %v (Ctrl-C stops): %s\n\n", every, time.Now().Format("15:04:05"))
+			if err != nil {
+				fmt.Printf("no answer from the daemon at %s: %v\n", socketPath(c), err)
+			} else {
+				printStatus(os.Stdout, v)
+			}
+			if !tty {
+				fmt.Println()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// daemonStatus asks the local daemon for its status.
+func daemonStatus(path string) (*statusView, error) {
+	d, err := dialDaemon(path)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.status()
+}
+
+// status asks the daemon for its status.
+func (d *daemonClient) status() (*statusView, error) {
+	if err := d.send(request{Op: "status"}); err != nil {
+		return nil, err
+	}
+	r, err := d.receive()
+	if err != nil {
+		return nil, err
+	}
+	if !r.OK || r.Status == nil {
+		return nil, fmt.Errorf("daemon: %s", r.Error)
+	}
+	return r.Status, nil
+}
+
 func fetchStatus(c *cli.Context) (*statusView, error) {
 	d, err := dialDaemon(socketPath(c))
 	if errors.Is(err, errUnsafeSocketDir) {
@@ -135,17 +220,7 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 	}
 	if err == nil {
 		defer d.Close()
-		if err := d.send(request{Op: "status"}); err != nil {
-			return nil, err
-		}
-		r, err := d.receive()
-		if err != nil {
-			return nil, err
-		}
-		if !r.OK || r.Status == nil {
-			return nil, fmt.Errorf("daemon: %s", r.Error)
-		}
-		return r.Status, nil
+		return d.status()
 	}
 	log, err := logger(c)
 	if err != nil {

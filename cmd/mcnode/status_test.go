@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcnode/mcnode/group"
 )
@@ -21,5 +24,49 @@ func TestStatusShowsDropsByReason(t *testing.T) {
 	want := "datagrams: 40 received, 6 dropped (forged 3, malformed 2, oversized 1)"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("status output lacks %q:\n%s", want, out.String())
+	}
+}
+
+// TestE2EStatusWatch: `mcnode status --watch --json` prints the daemon's
+// status again and again, says when the daemon is gone, and stops cleanly
+// on SIGINT.
+func TestE2EStatusWatch(t *testing.T) {
+	c := newCluster(t, 1, 1)
+	c.waitMembers(0, 1)
+	cmd := c.mcnode(0, "status", "--watch", "--interval", "100ms", "--json")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	c.kill(0)
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("status --watch ended with %v: %s", err, out.String())
+	}
+	var views, errs int
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var v struct {
+			Members []memberView `json:"members"`
+			Error   string       `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+		switch {
+		case len(v.Members) == 1 && errs == 0:
+			views++
+		case v.Error != "":
+			errs++
+		default:
+			t.Errorf("line %q: neither a status (before the kill) nor an error", line)
+		}
+	}
+	if views < 5 || errs < 2 {
+		t.Errorf("%d statuses then %d errors, want several of each:\n%s", views, errs, out.String())
 	}
 }
