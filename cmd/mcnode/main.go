@@ -84,9 +84,11 @@ func newApp() *cli.App {
 			fenceCommand(),
 			keygenCommand(),
 			keysCommand(),
+			completionCommand(),
 		},
-		OnUsageError:    onUsageError,
-		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {},
+		EnableBashCompletion: true,
+		OnUsageError:         onUsageError,
+		HideHelpCommand:      true,
+		ExitErrHandler:       func(*cli.Context, error) {},
 	}
 }
