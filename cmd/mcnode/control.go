@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -66,20 +67,34 @@ type response struct {
 // else's. Never fall back silently from this.
 var errUnsafeSocketDir = errors.New("unsafe control socket directory")
 
-// privateDir checks that the control socket's directory belongs to this
-// user and that nobody else can write to it: in a shared directory such as
+// privateDir checks that nobody but the daemon's user can have put a
+// socket in the control socket's directory: in a shared directory such as
 // /tmp, another user could otherwise put a socket of theirs there and pose
-// as the daemon.
+// as the daemon. The directory must not be writable by group or others,
+// and must belong to this user, or to root, or sit in a directory that only
+// root can write (as a service's runtime directory does, /run/mcnode made by
+// systemd for the daemon's own user).
 func privateDir(dir string) error {
+	closed := func(path string, owners ...uint32) bool {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		return fi.IsDir() && ok && fi.Mode().Perm()&0o022 == 0 && slices.Contains(owners, st.Uid)
+	}
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || st.Uid != uint32(os.Getuid()) || fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("%w: %s is not a directory of yours that only you can write to (remove it, or choose another with --socket)", errUnsafeSocketDir, dir)
+	owner := uint32(0)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		owner = st.Uid
 	}
-	return nil
+	if closed(dir, uint32(os.Getuid()), 0) || closed(dir, owner) && closed(filepath.Dir(dir), 0) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not a directory of yours (or root's, or a service's under a root-only directory) that only its owner can write to (remove it, or choose another with --socket)", errUnsafeSocketDir, dir)
 }
 
 // listen opens the control socket, refusing if another daemon serves it and

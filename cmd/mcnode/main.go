@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 )
@@ -68,7 +69,7 @@ func withCommon(cmd *cli.Command) *cli.Command {
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "mcnode",
 		Usage: "distributed locks for a LAN over IP multicast (rotating-arbiter mutual exclusion)",
 		Description: "Nodes join a multicast group and share named locks. One member at a time is the\n" +
@@ -91,4 +92,17 @@ func newApp() *cli.App {
 		HideHelpCommand:      true,
 		ExitErrHandler:       func(*cli.Context, error) {},
 	}
+	// Every command with the common flags takes them from --config too.
+	known := func() map[string]bool { return flagNamesOf(app.Commands) }
+	var configure func(cmds []*cli.Command)
+	configure = func(cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			if slices.ContainsFunc(cmd.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), "group") }) {
+				withConfig(cmd, known)
+			}
+			configure(cmd.Subcommands)
+		}
+	}
+	configure(app.Commands)
+	return app
 }
