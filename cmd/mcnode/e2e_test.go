@@ -277,12 +277,18 @@ func TestE2EQuorumCounterUnderLock(t *testing.T) {
 }
 
 // TestE2EQuorumPeersFromGroup: quorum mode without --peers takes its nodes
-// from the multicast group's membership (--quorum-size).
+// from the multicast group's membership (--quorum-size). With a group key:
+// the multicast group is sealed, the quorum links are TLS.
 func TestE2EQuorumPeersFromGroup(t *testing.T) {
 	const hosts = 3
 	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
+	keyfile := filepath.Join(c.dir, "group.key")
+	if out, err := c.mcnode(0, "keygen", keyfile).CombinedOutput(); err != nil {
+		t.Fatalf("mcnode keygen: %v: %s", err, out)
+	}
 	c.env = func(int) []string {
-		return []string{"MCNODE_MODE=quorum", "MCNODE_ALGO=kakugawa", "MCNODE_COTERIE=majority", fmt.Sprintf("MCNODE_QUORUM_SIZE=%d", hosts)}
+		return []string{"MCNODE_MODE=quorum", "MCNODE_ALGO=kakugawa", "MCNODE_COTERIE=majority", fmt.Sprintf("MCNODE_QUORUM_SIZE=%d", hosts),
+			"MCNODE_KEYFILE=" + keyfile}
 	}
 	for i := range hosts {
 		c.startDaemon(i)

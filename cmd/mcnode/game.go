@@ -176,16 +176,15 @@ func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, f
 	if p.human || p.watch {
 		opt.N++
 	}
-	if p.mode == modeMulticast {
-		gcfg := group.DefaultLocalConfig()
-		if path := c.String("keyfile"); path != "" {
-			keys, err := seal.LoadKeyFile(path)
-			if err != nil {
-				return nil, nil, usage("--keyfile: %v", err)
-			}
-			gcfg.Keys = keys
+	if path := c.String("keyfile"); path != "" {
+		keys, err := seal.LoadKeyFile(path)
+		if err != nil {
+			return nil, nil, usage("--keyfile: %v", err)
 		}
-		opt.Multicast, opt.Keys = gcfg, gcfg.Keys
+		opt.Keys = keys
+	}
+	if p.mode == modeMulticast {
+		opt.Multicast = group.DefaultLocalConfig()
 		opt.Multicast.Name = opt.Name
 	} else if err := (node.Config{Protocol: opt.Protocol, Coterie: opt.Coterie, Peers: make([]string, opt.N)}).Setup().Validate(); err != nil {
 		return nil, nil, setupError(err)

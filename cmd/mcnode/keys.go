@@ -19,7 +19,11 @@ type keyRing interface {
 	removeKey(id uint32) error
 }
 
-var errNoKeys = errors.New("this daemon has no group key: start it with --keyfile")
+var (
+	errNoKeys = errors.New("this daemon has no group key: start it with --keyfile")
+	// errQuorumKeys: quorum mode's TLS links take their keys at start.
+	errQuorumKeys = errors.New("a quorum-mode daemon takes its keys when it starts: change its key file (a ring may hold the old and the new key while every node is restarted) and restart it")
+)
 
 // keyRingOf returns the key ring of the daemon's node, once it has one.
 func keyRingOf(g locker) (keyRing, error) {
@@ -80,7 +84,7 @@ func manageKeys(g locker, req request) ([]string, error) {
 func (d daemonNode) keyIDs() ([]uint32, error) {
 	g, ok := mcnode.Unwrap(d.Locker).(*group.Group)
 	if !ok {
-		return nil, errNoKeys
+		return nil, errQuorumKeys
 	}
 	ids, err := g.Keys()
 	if err == nil && len(ids) == 0 {
@@ -102,7 +106,7 @@ func (d daemonNode) removeKey(id uint32) error {
 func (d daemonNode) changeKeys(change func(*group.Group) error) error {
 	g, ok := mcnode.Unwrap(d.Locker).(*group.Group)
 	if !ok {
-		return errNoKeys
+		return errQuorumKeys
 	}
 	if err := change(g); err != nil {
 		if errors.Is(err, group.ErrNoKey) {

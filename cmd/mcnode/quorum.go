@@ -17,6 +17,7 @@ import (
 	"github.com/mcnode/mcnode/quorumfallback/coterie"
 	"github.com/mcnode/mcnode/quorumfallback/node"
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
+	"github.com/mcnode/mcnode/seal"
 )
 
 // The two modes a node runs in.
@@ -52,9 +53,6 @@ var quorumOnly = []string{"algo", "coterie", "peers", "node-id", "quorum-size"}
 func mode(c *cli.Context) (string, error) {
 	switch m := c.String("mode"); m {
 	case modeQuorum:
-		if c.String("keyfile") != "" {
-			return "", usage("--keyfile: quorum mode has no group key yet (its links are plain TCP): run without --keyfile, or in multicast mode")
-		}
 		return m, nil
 	case modeMulticast:
 		for _, f := range quorumOnly {
@@ -72,6 +70,13 @@ func mode(c *cli.Context) (string, error) {
 func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 	cfg := node.Config{Group: c.String("group"), Protocol: c.String("algo"), Coterie: c.String("coterie"),
 		Self: c.Int("node-id"), Logger: log}
+	if path := c.String("keyfile"); path != "" {
+		keys, err := seal.LoadKeyFile(path)
+		if err != nil {
+			return cfg, usage("--keyfile: %v", err)
+		}
+		cfg.Keys = keys // the links are TLS, authenticated by the key
+	}
 	for _, p := range strings.Split(c.String("peers"), ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			cfg.Peers = append(cfg.Peers, p)

@@ -42,7 +42,8 @@ type Options struct {
 	// multicast-mode node (Name, Interface and Logger above still apply);
 	// otherwise group.DefaultLocalConfig.
 	Multicast group.Config
-	// Keys, if any, are the multicast group's keys.
+	// Keys, if any, are the group's keys: multicast mode seals every
+	// datagram, quorum mode's links are TLS.
 	Keys []seal.Key
 	// Protocol and Coterie choose quorum mode's algorithm.
 	Protocol, Coterie string
@@ -132,7 +133,7 @@ func startQuorum(ctx context.Context, opt Options) (*Group, error) {
 		listeners[i], base.Peers[i] = l, l.Addr().String()
 	}
 	for i := range listeners {
-		m, err := qnet.Listen(qnet.Config{Self: i, Peers: base.Peers, Hello: base.Hello(), Logger: opt.Logger, Listener: listeners[i]})
+		m, err := qnet.Listen(qnet.Config{Self: i, Peers: base.Peers, Hello: base.Hello(), Logger: opt.Logger, Listener: listeners[i], Keys: opt.Keys})
 		if err != nil {
 			for _, l := range listeners[i:] {
 				l.Close()

@@ -39,6 +39,7 @@ import (
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
 	"github.com/mcnode/mcnode/quorumfallback/qnet"
+	"github.com/mcnode/mcnode/seal"
 )
 
 // Errors.
@@ -72,6 +73,9 @@ type Config struct {
 	TryWait time.Duration
 	// Logger receives the node's log; default none.
 	Logger zerolog.Logger
+	// Keys, if any, are the group keys: the TCP mesh's links are then TLS,
+	// authenticated by them (see package qnet).
+	Keys []seal.Key
 	// Transport, if set, replaces the TCP mesh (tests use qnet's in-memory
 	// network); it must connect len(Peers) nodes.
 	Transport qnet.Transport
@@ -183,7 +187,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		mesh, err := qnet.Listen(qnet.Config{Self: cfg.Self, Peers: cfg.Peers, Hello: cfg.Hello(), Logger: cfg.Logger, Listener: cfg.Listener})
+		mesh, err := qnet.Listen(qnet.Config{Self: cfg.Self, Peers: cfg.Peers, Hello: cfg.Hello(), Logger: cfg.Logger, Listener: cfg.Listener, Keys: cfg.Keys})
 		if err != nil {
 			return nil, err
 		}

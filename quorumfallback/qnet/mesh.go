@@ -3,6 +3,7 @@ package qnet
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/seal"
 )
 
 // Transport is what a quorum runtime needs from its links: reliable FIFO
@@ -120,6 +122,11 @@ type Config struct {
 	// DefaultDialRetry. After a peer refused our hello we wait 30 times
 	// longer.
 	DialRetry time.Duration
+	// Keys, if any, are the group keys: every link is then TLS 1.3,
+	// authenticated by the first key (see tls.go), and a peer is accepted
+	// only if it authenticates with one of them. Without keys the links
+	// are plain TCP.
+	Keys []seal.Key
 	// Listener, if set, is used instead of listening on Peers[Self], and
 	// the mesh closes it. Tests listen on 127.0.0.1:0 first to learn the
 	// ports to put in Peers, which leaves no window for another process to
@@ -203,16 +210,22 @@ type Stats struct {
 	Restarted uint64
 	// Reconnects counts outgoing connections that broke and were redialled.
 	Reconnects uint64
+	// Unauthenticated counts connections, both ways, whose TLS handshake
+	// failed: the peer has no group key, or another (only with Keys).
+	Unauthenticated uint64
 }
 
 // Mesh links this node to every other node of a fixed list over TCP.
 type Mesh struct {
-	cfg     Config
-	n       int
-	ln      net.Listener
-	log     zerolog.Logger
-	inbound chan Inbound
-	peers   []*peer // nil at Self
+	cfg Config
+	// tlsClient and tlsServer secure the links with the group keys (nil:
+	// plain TCP).
+	tlsClient, tlsServer *tls.Config
+	n                    int
+	ln                   net.Listener
+	log                  zerolog.Logger
+	inbound              chan Inbound
+	peers                []*peer // nil at Self
 
 	closed    chan struct{}
 	ctx       context.Context // done when closed: stops dials
@@ -233,9 +246,9 @@ type Mesh struct {
 	incarnations []uint64
 	incarnation  uint64 // this process's
 
-	sentFrames, sentBytes, recvFrames, recvBytes                                   [256]atomic.Uint64
-	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted atomic.Uint64
-	lastWarn                                                                       atomic.Int64
+	sentFrames, sentBytes, recvFrames, recvBytes                                                    [256]atomic.Uint64
+	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted, unauthenticated atomic.Uint64
+	lastWarn                                                                                        atomic.Int64
 }
 
 // peer is the queue of frames for one node and its writer's wake-up call.
@@ -271,19 +284,26 @@ func Listen(cfg Config) (*Mesh, error) {
 			return nil, fmt.Errorf("qnet: listening on %s: %w", cfg.Peers[cfg.Self], err)
 		}
 	}
+	tlsClient, tlsServer, err := tlsConfigs(cfg.Keys)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	n := len(cfg.Peers)
 	m := &Mesh{
-		cfg:      cfg,
-		n:        n,
-		ln:       ln,
-		log:      cfg.Logger.With().Int("self", cfg.Self).Logger(),
-		inbound:  make(chan Inbound, InboundBuffer),
-		peers:    make([]*peer, n),
-		closed:   make(chan struct{}),
-		conns:    map[net.Conn]struct{}{},
-		up:       make([]bool, n),
-		changed:  make(chan struct{}),
-		incoming: make([]*inConn, n),
+		cfg:       cfg,
+		tlsClient: tlsClient,
+		tlsServer: tlsServer,
+		n:         n,
+		ln:        ln,
+		log:       cfg.Logger.With().Int("self", cfg.Self).Logger(),
+		inbound:   make(chan Inbound, InboundBuffer),
+		peers:     make([]*peer, n),
+		closed:    make(chan struct{}),
+		conns:     map[net.Conn]struct{}{},
+		up:        make([]bool, n),
+		changed:   make(chan struct{}),
+		incoming:  make([]*inConn, n),
 
 		incarnations: make([]uint64, n),
 		incarnation:  rand.Uint64() | 1, // never 0, which means "none yet"
@@ -406,7 +426,7 @@ func (m *Mesh) Stats() Stats {
 		RecvFrames: perKind(&m.recvFrames), RecvBytes: perKind(&m.recvBytes),
 		Lost: m.lost.Load(), Malformed: m.malformed.Load(), BadSender: m.badSender.Load(),
 		ForeignHello: m.foreignHello.Load(), RefusedByPeer: m.refusedByPeer.Load(), Reconnects: m.reconnects.Load(),
-		Restarted: m.restarted.Load(),
+		Restarted: m.restarted.Load(), Unauthenticated: m.unauthenticated.Load(),
 	}
 	for _, p := range m.peers {
 		if p != nil {
@@ -641,12 +661,17 @@ func (m *Mesh) pump(p *peer, c net.Conn, dead <-chan struct{}, spare *[]byte) er
 	}
 }
 
-// dial connects to p and says hello.
+// dial connects to p (with keys: authenticates it) and says hello.
 func (m *Mesh) dial(p *peer) (net.Conn, error) {
 	d := net.Dialer{Timeout: dialTimeout}
 	c, err := d.DialContext(m.ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, err
+	}
+	if m.tlsClient != nil {
+		if c, err = m.secure(tls.Client(c, m.tlsClient)); err != nil {
+			return nil, fmt.Errorf("qnet: peer %d at %s: %w", p.id, p.addr, err)
+		}
 	}
 	if !m.track(c) {
 		return nil, ErrClosed
@@ -714,7 +739,17 @@ func (m *Mesh) accept() {
 // serve reads an accepted connection: the hello, then frames.
 func (m *Mesh) serve(c net.Conn) {
 	defer m.wg.Done()
-	defer m.drop(c)
+	defer m.drop(c) // the connection as tracked: closing it ends a TLS one too
+	if m.tlsServer != nil {
+		tc, err := m.secure(tls.Server(c, m.tlsServer))
+		if err != nil {
+			if !m.isClosed() {
+				m.log.Warn().Err(err).Str("remote", c.RemoteAddr().String()).Msg("qnet: refused a connection that did not authenticate with the group key")
+			}
+			return
+		}
+		c = tc
+	}
 	br := bufio.NewReaderSize(c, readBuffer)
 	from, ok := m.helloIn(c, br)
 	if !ok {
@@ -908,4 +943,19 @@ func (m *Mesh) Connected() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.nUp == m.n-1
+}
+
+// secure runs a TLS handshake, bounded like a hello, and counts a failure.
+// On failure the connection is closed.
+func (m *Mesh) secure(tc *tls.Conn) (net.Conn, error) {
+	_ = tc.SetDeadline(time.Now().Add(handshakeTimeout))
+	if err := tc.HandshakeContext(m.ctx); err != nil {
+		tc.Close()
+		if !m.isClosed() {
+			m.unauthenticated.Add(1)
+		}
+		return nil, fmt.Errorf("%w (no group key, or another?): %v", ErrUnauthenticated, err)
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, nil
 }

@@ -1,0 +1,175 @@
+package qnet
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcnode/mcnode/seal"
+)
+
+func testKey(t *testing.T) seal.Key {
+	t.Helper()
+	k, err := seal.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// startKeyed starts node self of peers with keys.
+func startKeyed(t *testing.T, self int, peers []string, l net.Listener, keys ...seal.Key) *Mesh {
+	t.Helper()
+	m, err := Listen(Config{Self: self, Peers: peers, Hello: testHello, DialRetry: 20 * time.Millisecond, Listener: l, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// tap relays TCP from its own address to target and keeps every byte
+// that passes, both ways: what an eavesdropper on the LAN would see.
+type tap struct {
+	mu  sync.Mutex
+	got bytes.Buffer
+}
+
+func (tp *tap) Write(p []byte) (int, error) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.got.Write(p)
+}
+
+func (tp *tap) seen() []byte {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return bytes.Clone(tp.got.Bytes())
+}
+
+func startTap(t *testing.T, target string) (string, *tap) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	tp := &tap{}
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			go func() { io.Copy(io.MultiWriter(out, tp), in); out.Close() }()
+			go func() { io.Copy(io.MultiWriter(in, tp), out); in.Close() }()
+		}
+	}()
+	return l.Addr().String(), tp
+}
+
+// TestKeyedLinks: with the same key the nodes connect and exchange frames,
+// and what crosses the wire is encrypted; without it, or with another, or
+// plain, a node is refused and counted.
+func TestKeyedLinks(t *testing.T) {
+	for _, keyed := range []bool{true, false} {
+		ls, peers := listeners(t, 2)
+		// Node 0 reaches node 1 through the tap.
+		viaTap, tp := startTap(t, peers[1])
+		var keys []seal.Key
+		if keyed {
+			keys = []seal.Key{testKey(t)}
+		}
+		peers0 := []string{peers[0], viaTap}
+		m0, err := Listen(Config{Self: 0, Peers: peers0, Hello: testHello, DialRetry: 20 * time.Millisecond, Listener: ls[0], Keys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m0.Close()
+		m1 := startKeyed(t, 1, peers, ls[1], keys...)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := m0.WaitConnected(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		f := frame(0, 1, 1)
+		f.Resource = "a-lock-name-an-eavesdropper-should-not-read"
+		if err := m0.Send(1, f); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case in := <-m1.Inbound():
+			if in.Frame.Resource != f.Resource {
+				t.Fatalf("got %+v", in.Frame)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the frame did not arrive")
+		}
+		if visible := bytes.Contains(tp.seen(), []byte(f.Resource)); visible == keyed {
+			t.Errorf("keyed %v: the lock name visible on the wire: %v", keyed, visible)
+		}
+	}
+}
+
+func TestUnkeyedOrOtherKeyRefused(t *testing.T) {
+	k1, k2 := testKey(t), testKey(t)
+	for _, c := range []struct {
+		name     string
+		a, b     []seal.Key
+		connects bool
+	}{
+		{"same key", []seal.Key{k1}, []seal.Key{k1}, true},
+		{"other key", []seal.Key{k1}, []seal.Key{k2}, false},
+		{"no key on one side", []seal.Key{k1}, nil, false},
+		// During a rotation: each accepts the other's primary.
+		{"rings that overlap", []seal.Key{k1, k2}, []seal.Key{k2, k1}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ls, peers := listeners(t, 2)
+			m0 := startKeyed(t, 0, peers, ls[0], c.a...)
+			m1 := startKeyed(t, 1, peers, ls[1], c.b...)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			err0, err1 := m0.WaitConnected(ctx), m1.WaitConnected(ctx)
+			if connected := err0 == nil && err1 == nil; connected != c.connects {
+				t.Fatalf("connected %v (%v, %v), want %v", connected, err0, err1, c.connects)
+			}
+			if !c.connects {
+				eventually(t, "the refusal counted", func() bool {
+					return m0.Stats().Unauthenticated+m1.Stats().Unauthenticated > 0
+				})
+			}
+		})
+	}
+}
+
+// A plain qnet hello sent to a keyed node is refused: it is no TLS
+// handshake.
+func TestPlainHelloToKeyedNode(t *testing.T) {
+	ls, peers := listeners(t, 2)
+	m := startKeyed(t, 0, peers, ls[0], testKey(t))
+	c, err := net.Dial("tcp", peers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(append(helloMagic[:], 1, 1, byte(len(testHello))))
+	c.Write([]byte(testHello))
+	c.SetReadDeadline(time.Now().Add(6 * time.Second))
+	if b := make([]byte, 1); func() bool { n, _ := c.Read(b); return n == 1 && b[0] == helloAccept }() {
+		t.Error("the keyed node accepted a plain hello")
+	}
+	eventually(t, "the plain hello counted as unauthenticated", func() bool { return m.Stats().Unauthenticated > 0 })
+	if st := m.Stats(); st.RecvFrames[1] != 0 || st.Malformed != 0 {
+		t.Errorf("the plain connection got past TLS: %+v", st)
+	}
+}
