@@ -208,3 +208,34 @@ func TestSocketsMulticastOutsideNamespace(t *testing.T) {
 		t.Errorf("want a not-run error naming the namespace, got %q", r.Err)
 	}
 }
+
+// The key's cost is judged from keyed and unkeyed rows of the same N and
+// load, and fails when sealing slows acquiring too much.
+func TestKeyCostTarget(t *testing.T) {
+	rows := func(keyedP50 float64) []Row {
+		return []Row{
+			{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 4, Load: Light, Entries: 100, LatencyP50US: 100, Bytes: 300},
+			{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiterKeyed, N: 4, Load: Light, Entries: 100, LatencyP50US: keyedP50, Bytes: 390},
+			{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiterKeyed, N: 8, Load: Light, Entries: 100, LatencyP50US: 999}, // no unkeyed row to compare
+		}
+	}
+	find := func(ts []Target) *Target {
+		for i := range ts {
+			if strings.HasPrefix(ts[i].Name, "cost of the group key") {
+				return &ts[i]
+			}
+		}
+		return nil
+	}
+	if tg := find(Targets(rows(110))); tg == nil || !tg.Met || !strings.Contains(tg.Got, "1.10x") || !strings.Contains(tg.Got, "390 against 300") {
+		t.Errorf("keyed 1.1x slower: %+v", tg)
+	}
+	if tg := find(Targets(rows(200))); tg == nil || tg.Met {
+		t.Errorf("keyed 2x slower: %+v", tg)
+	}
+	for _, tg := range Targets(rows(200)) {
+		if strings.Contains(tg.Got, "999") {
+			t.Errorf("a keyed row counted in another target: %+v", tg)
+		}
+	}
+}

@@ -35,6 +35,9 @@ func SimJobs(setups []Setup, ns []int, loads []string, opt SimOptions) []Job {
 	var jobs []Job
 	for _, load := range loads {
 		for _, st := range setups {
+			if st.Keyed() {
+				continue // the simulation does not seal: the same as unkeyed
+			}
 			for _, n := range ns {
 				j := Job{Layer: LayerSim, Load: load, Setup: st, N: n}
 				if st.Multicast() {

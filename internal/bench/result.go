@@ -25,6 +25,10 @@ const (
 	ModeQuorum    = "quorum"
 	// RotatingArbiter names the multicast mode's protocol (Pearlin, 2003).
 	RotatingArbiter = "rotating-arbiter"
+	// RotatingArbiterKeyed is the multicast mode with a group key: every
+	// datagram sealed (package seal). The socket layer only: the
+	// simulation does not seal.
+	RotatingArbiterKeyed = "rotating-arbiter+key"
 )
 
 // Row is one measurement: one protocol (and coterie), one N, one load, one

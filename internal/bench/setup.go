@@ -19,7 +19,10 @@ type Setup struct {
 func (s Setup) String() string { return Row{Protocol: s.Protocol, Coterie: s.Coterie}.Setup() }
 
 // Multicast reports whether the setup is the multicast mode.
-func (s Setup) Multicast() bool { return s.Protocol == RotatingArbiter }
+func (s Setup) Multicast() bool { return s.Protocol == RotatingArbiter || s.Keyed() }
+
+// Keyed reports whether the setup seals its datagrams with a group key.
+func (s Setup) Keyed() bool { return s.Protocol == RotatingArbiterKeyed }
 
 // quorum returns the quorum-mode setup for n nodes.
 func (s Setup) quorum(n int) protocols.Setup {
@@ -28,7 +31,9 @@ func (s Setup) quorum(n int) protocols.Setup {
 
 // ProtocolNames lists every protocol the bench knows: the rotating arbiter
 // first, then the quorum protocols.
-func ProtocolNames() []string { return append([]string{RotatingArbiter}, protocols.Names()...) }
+func ProtocolNames() []string {
+	return append([]string{RotatingArbiter, RotatingArbiterKeyed}, protocols.Names()...)
+}
 
 // Setups expands protocol and coterie names into setups, each coterie
 // protocol once per coterie, in the order given. Empty lists mean all.
@@ -47,7 +52,7 @@ func Setups(protos, coteries []string) ([]Setup, error) {
 	var out []Setup
 	for _, p := range protos {
 		switch {
-		case p == RotatingArbiter || !protocols.UsesCoterie(p) && slices.Contains(protocols.Names(), p):
+		case p == RotatingArbiter || p == RotatingArbiterKeyed || !protocols.UsesCoterie(p) && slices.Contains(protocols.Names(), p):
 			out = append(out, Setup{Protocol: p})
 		case slices.Contains(protocols.Names(), p):
 			for _, c := range coteries {

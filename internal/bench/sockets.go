@@ -15,6 +15,7 @@ import (
 	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/internal/localgroup"
 	"github.com/mcnode/mcnode/internal/netns"
+	"github.com/mcnode/mcnode/seal"
 )
 
 // SocketOptions configures the real-socket layer.
@@ -170,6 +171,14 @@ func socketRun(st Setup, n int, load string, opt SocketOptions, cal Calibration)
 			return row
 		}
 		lo.Mode = mcnode.Multicast
+		if st.Keyed() {
+			key, err := seal.GenerateKey()
+			if err != nil {
+				row.Err = err.Error()
+				return row
+			}
+			lo.Keys = []seal.Key{key}
+		}
 	} else {
 		row.Mode, row.Transport = ModeQuorum, "tcp"
 		lo.Mode, lo.Protocol, lo.Coterie = mcnode.Quorum, st.Protocol, st.Coterie

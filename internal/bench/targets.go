@@ -44,8 +44,10 @@ func Targets(rows []Row) []Target {
 		}
 		return w, v(w)
 	}
+	// The targets are the unkeyed arbiter's; the keyed one is compared
+	// with it below.
 	multicastHeavy := func(layer string) func(Row) bool {
-		return func(r Row) bool { return r.Mode == ModeMulticast && r.Load == Heavy && r.Layer == layer }
+		return func(r Row) bool { return r.Protocol == RotatingArbiter && r.Load == Heavy && r.Layer == layer }
 	}
 	for _, layer := range []string{LayerSim, LayerSockets} {
 		if rs := pick(multicastHeavy(layer)); len(rs) > 0 {
@@ -66,7 +68,7 @@ func Targets(rows []Row) []Target {
 		}
 	}
 	if rs := pick(func(r Row) bool {
-		return r.Mode == ModeMulticast && r.Load == Light && r.Layer == LayerSockets && r.RTTUS > 0
+		return r.Protocol == RotatingArbiter && r.Load == Light && r.Layer == LayerSockets && r.RTTUS > 0
 	}); len(rs) > 0 {
 		w, v := worst(rs, func(r Row) float64 { return r.CycleP50US / r.RTTUS })
 		out = append(out, Target{
@@ -83,6 +85,9 @@ func Targets(rows []Row) []Target {
 			Got:  fmt.Sprintf("%.0f entries/s", rs[0].PerSecond),
 			Met:  rs[0].PerSecond >= 10000,
 		})
+	}
+	if t, ok := keyCost(pick); ok {
+		out = append(out, t)
 	}
 	if rs := pick(func(r Row) bool { return r.Mode == ModeQuorum && r.Layer == LayerSim && r.Paper != nil }); len(rs) > 0 {
 		var gaps []string
@@ -124,4 +129,35 @@ func paperGap(r Row) string {
 		return fmt.Sprintf("%s N=%d: delay %.2fT, paper %s", r.Setup(), r.N, r.SyncDelayT, p.SyncDelay)
 	}
 	return ""
+}
+
+// keyCost compares the keyed arbiter's socket rows with the unkeyed ones of
+// the same run, N and load: the acquire latency as a ratio, and the bytes
+// per entry sealing adds. The worst pair is reported.
+func keyCost(pick func(func(Row) bool) []Row) (Target, bool) {
+	plain := map[[2]any]Row{}
+	for _, r := range pick(func(r Row) bool { return r.Protocol == RotatingArbiter && r.Layer == LayerSockets }) {
+		plain[[2]any{r.N, r.Load}] = r
+	}
+	var worst, base Row
+	ratio := 0.0
+	for _, k := range pick(func(r Row) bool { return r.Protocol == RotatingArbiterKeyed && r.Layer == LayerSockets }) {
+		p, ok := plain[[2]any{k.N, k.Load}]
+		if !ok || p.LatencyP50US <= 0 {
+			continue
+		}
+		if x := k.LatencyP50US / p.LatencyP50US; x > ratio {
+			ratio, worst, base = x, k, p
+		}
+	}
+	if ratio == 0 {
+		return Target{}, false
+	}
+	return Target{
+		Name: "cost of the group key, sockets (keyed against unkeyed, same run)",
+		Want: "acquire latency p50 at most 1.5x",
+		Got: fmt.Sprintf("at most %.2fx (%.0f µs against %.0f µs, N=%d %s load); bytes per entry %.0f against %.0f",
+			ratio, worst.LatencyP50US, base.LatencyP50US, worst.N, worst.Load, worst.Bytes, base.Bytes),
+		Met: ratio <= 1.5,
+	}, true
 }
