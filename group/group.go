@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcnode/mcnode/arbiter"
 	"github.com/mcnode/mcnode/group/fence"
+	"github.com/mcnode/mcnode/internal/fanout"
 	"github.com/mcnode/mcnode/seal"
 	"github.com/mcnode/mcnode/wire"
 )
@@ -123,8 +124,7 @@ type Group struct {
 	joinErr chan error // the first join's outcome
 	left    chan struct{}
 	locks   map[string]*lockState
-	subs    map[int]*subscription
-	subSeq  int
+	updates fanout.Hub[Update]
 	stats   Stats
 	broken  error // why the node can take no more requests (refused on rejoin)
 	others  map[uint64]bool
@@ -275,7 +275,6 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		events:  make(chan Event, 1024),
 		joinErr: make(chan error, 1),
 		locks:   map[string]*lockState{},
-		subs:    map[int]*subscription{},
 		stats:   Stats{Sent: map[Class]uint64{}, ReceivedBy: map[Class]uint64{}},
 	}
 	if g.clock == nil {
@@ -1012,10 +1011,7 @@ func (g *Group) Close() error {
 // ends, so that readers ranging over them finish.
 func (g *Group) closeStreams() {
 	close(g.events)
-	for id, s := range g.subs {
-		close(s.ch)
-		delete(g.subs, id)
-	}
+	g.updates.CloseAll()
 }
 
 // releaseAllLocal fails every waiting call and ends every lease locally.

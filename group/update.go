@@ -3,8 +3,6 @@ package group
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 )
 
 // Update is an application state update from a member (the paper's "system
@@ -13,11 +11,6 @@ type Update struct {
 	From  NodeID
 	Topic string
 	Data  []byte
-}
-
-type subscription struct {
-	topic string
-	ch    chan Update
 }
 
 // Publish multicasts an application state update to the other members.
@@ -33,37 +26,27 @@ func (g *Group) Publish(topic string, data []byte) error {
 // time are dropped. The channel is closed when the subscription or the node
 // ends.
 func (g *Group) Subscribe(topic string) (<-chan Update, func()) {
-	ch := make(chan Update, 256)
-	id, err := ask(g, func() int {
-		g.subSeq++
-		g.subs[g.subSeq] = &subscription{topic: topic, ch: ch}
-		return g.subSeq
+	type added struct {
+		ch <-chan Update
+		id int
+	}
+	a, err := ask(g, func() added {
+		ch, id := g.updates.Add(topic)
+		return added{ch, id}
 	})
 	if err != nil {
+		ch := make(chan Update)
 		close(ch)
 		return ch, func() {}
 	}
-	return ch, func() {
+	return a.ch, func() {
 		_, _ = ask(g, func() struct{} {
-			if s, ok := g.subs[id]; ok {
-				delete(g.subs, id)
-				close(s.ch)
-			}
+			g.updates.Remove(a.id)
 			return struct{}{}
 		})
 	}
 }
 
 func (g *Group) publishLocal(e Event) {
-	u := Update{From: e.Node, Topic: e.Topic, Data: e.Data}
-	for _, id := range slices.Sorted(maps.Keys(g.subs)) {
-		s := g.subs[id]
-		if s.topic != "" && s.topic != u.Topic {
-			continue
-		}
-		select {
-		case s.ch <- u:
-		default:
-		}
-	}
+	g.updates.Deliver(e.Topic, Update{From: e.Node, Topic: e.Topic, Data: e.Data})
 }

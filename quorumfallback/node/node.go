@@ -36,6 +36,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcnode/mcnode/internal/fanout"
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
 	"github.com/mcnode/mcnode/quorumfallback/qnet"
@@ -133,10 +134,9 @@ type Node struct {
 	exited chan struct{}
 
 	// Owned by the loop goroutine.
-	res    map[string]*resource
-	stats  Stats
-	subs   map[int]*subscription
-	subSeq int
+	res     map[string]*resource
+	stats   Stats
+	updates fanout.Hub[Update]
 }
 
 // MaxResources bounds the machines a node keeps (one per resource name
@@ -196,7 +196,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, log: cfg.Logger, factory: f, tr: tr,
 		calls: make(chan func()), done: make(chan struct{}), exited: make(chan struct{}),
-		res: map[string]*resource{}, subs: map[int]*subscription{},
+		res: map[string]*resource{},
 	}
 	n.log.Info().Str("setup", cfg.Setup().String()).Int("self", cfg.Self).Ints("quorum", f.Quorum(cfg.Self)).
 		Msg("quorum-mode node started")
@@ -240,7 +240,7 @@ func (n *Node) loop() {
 			}
 			n.receive(msg)
 		case <-n.done:
-			n.closeSubscriptions()
+			n.updates.CloseAll()
 			for _, r := range n.res {
 				if r.lease != nil {
 					r.lease.lose(ErrClosed)

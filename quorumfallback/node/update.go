@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"unicode/utf8"
 
 	q "github.com/mcnode/mcnode/quorumfallback"
@@ -21,11 +19,6 @@ type Update struct {
 	From  q.ID
 	Topic string
 	Data  []byte
-}
-
-type subscription struct {
-	topic string
-	ch    chan Update
 }
 
 // ErrBadUpdate wraps Publish's errors for a topic or data the links cannot
@@ -62,47 +55,19 @@ func (n *Node) Publish(topic string, data []byte) error {
 // time are dropped (and counted in Stats). The channel is closed when the
 // subscription or the node ends.
 func (n *Node) Subscribe(topic string) (<-chan Update, func()) {
-	ch := make(chan Update, 256)
+	var ch <-chan Update
 	var id int
-	if err := n.call(context.Background(), func() {
-		n.subSeq++
-		id = n.subSeq
-		n.subs[id] = &subscription{topic: topic, ch: ch}
-	}); err != nil {
-		close(ch)
-		return ch, func() {}
+	if err := n.call(context.Background(), func() { ch, id = n.updates.Add(topic) }); err != nil {
+		closed := make(chan Update)
+		close(closed)
+		return closed, func() {}
 	}
-	return ch, func() {
-		_ = n.call(context.Background(), func() {
-			if s, ok := n.subs[id]; ok {
-				delete(n.subs, id)
-				close(s.ch)
-			}
-		})
-	}
+	return ch, func() { _ = n.call(context.Background(), func() { n.updates.Remove(id) }) }
 }
 
 // deliver hands an update received to the subscriptions that want it.
 func (n *Node) deliver(in qnet.Inbound) {
 	n.stats.UpdatesReceived++
 	u := Update{From: in.From, Topic: in.Frame.Resource, Data: []byte(in.Frame.Data)}
-	for _, id := range slices.Sorted(maps.Keys(n.subs)) {
-		s := n.subs[id]
-		if s.topic != "" && s.topic != u.Topic {
-			continue
-		}
-		select {
-		case s.ch <- u:
-		default:
-			n.stats.UpdatesDropped++
-		}
-	}
-}
-
-// closeSubscriptions ends every subscription when the node stops.
-func (n *Node) closeSubscriptions() {
-	for id, s := range n.subs {
-		close(s.ch)
-		delete(n.subs, id)
-	}
+	n.stats.UpdatesDropped += uint64(n.updates.Deliver(u.Topic, u))
 }
