@@ -9,36 +9,26 @@ import (
 func TestLimiterBucket(t *testing.T) {
 	l := newLimiter(1000) // burst 100
 	now := time.Unix(0, 0)
-	passed := 0
-	for range 500 {
-		if l.allow("a:1", now) {
-			passed++
+	burst := func() (passed int) { // 500 datagrams from a:1 at once
+		for range 500 {
+			if l.allow("a:1", now) {
+				passed++
+			}
 		}
+		return passed
 	}
-	if passed != 100 {
+	if passed := burst(); passed != 100 {
 		t.Errorf("a burst of 500 at once: %d passed, want the burst of 100", passed)
 	}
 	if !l.allow("b:1", now) {
 		t.Error("another source is limited by the first one's flood")
 	}
 	now = now.Add(50 * time.Millisecond) // 50 tokens back
-	passed = 0
-	for range 500 {
-		if l.allow("a:1", now) {
-			passed++
-		}
-	}
-	if passed != 50 {
+	if passed := burst(); passed != 50 {
 		t.Errorf("after 50 ms at 1000/s: %d passed, want 50", passed)
 	}
 	now = now.Add(time.Hour)
-	passed = 0
-	for range 500 {
-		if l.allow("a:1", now) {
-			passed++
-		}
-	}
-	if passed != 100 {
+	if passed := burst(); passed != 100 {
 		t.Errorf("after an hour idle: %d passed, want no more than the burst of 100", passed)
 	}
 }

@@ -9,10 +9,7 @@ import (
 	"time"
 
 	"github.com/mcnode/mcnode"
-	"github.com/mcnode/mcnode/group"
-	"github.com/mcnode/mcnode/group/memnet"
-	"github.com/mcnode/mcnode/quorumfallback/node"
-	"github.com/mcnode/mcnode/quorumfallback/qnet"
+	"github.com/mcnode/mcnode/internal/localgroup"
 )
 
 // startNodes starts n nodes of one group on in-memory networks.
@@ -20,25 +17,12 @@ func startNodes(t *testing.T, mode mcnode.Mode, n int) []mcnode.Locker {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mem := memnet.New(1)
-	ends := qnet.NewMemNetwork(n)
-	peers := make([]string, n)
-	for i := range peers {
-		peers[i] = fmt.Sprintf("node-%d", i)
+	lg, err := localgroup.Start(ctx, localgroup.Options{Mode: mode, N: n, Memory: true, Protocol: "maekawa", Coterie: "grid"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var nodes []mcnode.Locker
-	for i := range n {
-		cfg := mcnode.Config{Mode: mode, Multicast: group.DefaultLocalConfig(),
-			Quorum: node.Config{Group: "game", Protocol: "maekawa", Coterie: "grid", Self: i, Peers: peers, Transport: ends[i]}}
-		cfg.Multicast.Name, cfg.Multicast.Transport = "game", mem.Endpoint()
-		l, err := mcnode.Start(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, l)
-		t.Cleanup(func() { l.Close() })
-	}
-	return nodes
+	t.Cleanup(lg.Close)
+	return lg.Nodes
 }
 
 // quick speeds the game up for a test.

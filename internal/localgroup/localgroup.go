@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/group/memnet"
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/node"
 	"github.com/mcnode/mcnode/quorumfallback/qnet"
@@ -49,6 +50,9 @@ type Options struct {
 	Protocol, Coterie string
 	// Logger receives every node's log (default none).
 	Logger zerolog.Logger
+	// Memory runs the group over in-memory networks (group/memnet, qnet's)
+	// instead of sockets: for tests, anywhere, no namespace needed.
+	Memory bool
 }
 
 // Group is a running local group.
@@ -104,7 +108,14 @@ func startMulticast(ctx context.Context, opt Options) (*Group, error) {
 		cfg.Interface = "lo"
 	}
 	g := &Group{Where: fmt.Sprintf("real UDP multicast on %s (TTL %d)", cfg.Interface, cfg.TTL)}
+	var mem *memnet.Network
+	if opt.Memory {
+		mem, g.Where = memnet.New(1), "an in-memory network"
+	}
 	for i := range opt.N {
+		if mem != nil {
+			cfg.Transport = mem.Endpoint()
+		}
 		gr, err := group.Join(ctx, cfg)
 		if err != nil {
 			return g, fmt.Errorf("node %d of %d could not join: %w", i+1, opt.N, err)
@@ -121,6 +132,9 @@ func startQuorum(ctx context.Context, opt Options) (*Group, error) {
 		return nil, fmt.Errorf("%w: %w", node.ErrConfig, err)
 	}
 	g := &Group{Where: fmt.Sprintf("TCP on 127.0.0.1 in quorum mode: %v", base.Setup())}
+	if opt.Memory {
+		return startQuorumInMemory(ctx, g, base)
+	}
 	listeners := make([]net.Listener, opt.N)
 	for i := range listeners {
 		l, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -162,6 +176,25 @@ func startQuorum(ctx context.Context, opt Options) (*Group, error) {
 	return g, nil
 }
 
+// startQuorumInMemory starts quorum nodes over qnet's in-memory network.
+func startQuorumInMemory(ctx context.Context, g *Group, base node.Config) (*Group, error) {
+	g.Where = fmt.Sprintf("an in-memory network in quorum mode: %v", base.Setup())
+	ends := qnet.NewMemNetwork(len(base.Peers))
+	for i := range base.Peers {
+		base.Peers[i] = fmt.Sprintf("memory-%d", i)
+	}
+	for i, end := range ends {
+		cfg := base
+		cfg.Self, cfg.Transport = i, end
+		l, err := mcnode.Start(ctx, mcnode.Config{Mode: mcnode.Quorum, Quorum: cfg})
+		if err != nil {
+			return g, fmt.Errorf("node %d: %w", i, err)
+		}
+		g.Nodes = append(g.Nodes, l)
+	}
+	return g, nil
+}
+
 // Leave has every node leave the group, one after another, and closes
 // them.
 func (g *Group) Leave(ctx context.Context) error {
@@ -198,7 +231,8 @@ type Traffic struct {
 	Sent map[string]uint64
 }
 
-// Traffic adds up what every node sent.
+// Traffic adds up what every node sent (over in-memory networks, quorum
+// mode counts no bytes).
 func (g *Group) Traffic() Traffic {
 	t := Traffic{Sent: map[string]uint64{}}
 	for _, gr := range g.groups {
@@ -219,6 +253,18 @@ func (g *Group) Traffic() Traffic {
 			}
 		}
 		t.Bytes += st.Stats.SentBytes
+	}
+	if len(g.meshes) == 0 { // quorum mode in memory: the nodes count, without bytes
+		for _, l := range g.Nodes {
+			if n, ok := mcnode.Unwrap(l).(*node.Node); ok {
+				if st, err := n.Status(); err == nil {
+					for k := q.Request; k <= q.Transfer; k++ {
+						t.Sent[k.String()] += st.Stats.Sent[k]
+						t.Core += st.Stats.Sent[k]
+					}
+				}
+			}
+		}
 	}
 	for _, m := range g.meshes {
 		s := m.Stats()

@@ -1,11 +1,10 @@
 package qnet
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,33 +31,16 @@ func startKeyed(t *testing.T, self int, peers []string, l net.Listener, keys ...
 	return m
 }
 
-// tap relays TCP from its own address to target and keeps every byte
+// startTap relays TCP from its own address to target and keeps every byte
 // that passes, both ways: what an eavesdropper on the LAN would see.
-type tap struct {
-	mu  sync.Mutex
-	got bytes.Buffer
-}
-
-func (tp *tap) Write(p []byte) (int, error) {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	return tp.got.Write(p)
-}
-
-func (tp *tap) seen() []byte {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	return bytes.Clone(tp.got.Bytes())
-}
-
-func startTap(t *testing.T, target string) (string, *tap) {
+func startTap(t *testing.T, target string) (string, *syncBuffer) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	tp := &tap{}
+	tp := &syncBuffer{}
 	go func() {
 		for {
 			in, err := l.Accept()
@@ -114,7 +96,7 @@ func TestKeyedLinks(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("the frame did not arrive")
 		}
-		if visible := bytes.Contains(tp.seen(), []byte(f.Resource)); visible == keyed {
+		if visible := strings.Contains(tp.String(), f.Resource); visible == keyed {
 			t.Errorf("keyed %v: the lock name visible on the wire: %v", keyed, visible)
 		}
 	}
