@@ -2,6 +2,7 @@ package mcnode
 
 import (
 	"context"
+	"sync"
 
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/quorumfallback/node"
@@ -25,7 +26,7 @@ func (l groupLocker) Publish(topic string, data []byte) error { return l.g.Publi
 
 func (l groupLocker) Subscribe(topic string) (<-chan Update, func()) {
 	in, cancel := l.g.Subscribe(topic)
-	return relay(in, func(u group.Update) Update { return Update{From: uint64(u.From), Topic: u.Topic, Data: u.Data} }), cancel
+	return relay(in, cancel, func(u group.Update) Update { return Update{From: uint64(u.From), Topic: u.Topic, Data: u.Data} })
 }
 
 func (l groupLocker) Status() (Status, error) {
@@ -77,7 +78,7 @@ func (l quorumLocker) Publish(topic string, data []byte) error { return l.n.Publ
 
 func (l quorumLocker) Subscribe(topic string) (<-chan Update, func()) {
 	in, cancel := l.n.Subscribe(topic)
-	return relay(in, func(u node.Update) Update { return Update{From: uint64(u.From), Topic: u.Topic, Data: u.Data} }), cancel
+	return relay(in, cancel, func(u node.Update) Update { return Update{From: uint64(u.From), Topic: u.Topic, Data: u.Data} })
 }
 
 func (l quorumLocker) Status() (Status, error) {
@@ -112,19 +113,29 @@ func (l quorumLocker) Status() (Status, error) {
 func (l quorumLocker) Leave(context.Context) error { return l.n.Close() }
 func (l quorumLocker) Close() error                { return l.n.Close() }
 
-// relay converts a runtime's update channel into this package's, closing
-// the result when the source closes. Like the runtimes, it drops what the
-// subscriber leaves unread, so it never blocks on it.
-func relay[U any](in <-chan U, conv func(U) Update) <-chan Update {
-	out := make(chan Update, 256)
+// relay converts a runtime's update channel into this package's. It adds no
+// buffer and drops nothing: a subscriber that does not keep up fills the
+// runtime's buffer, which drops and counts what overflows. The result is
+// closed when the source is (the subscription or the node ended); the
+// returned cancel ends the subscription and stops the relay even if nobody
+// reads any more.
+func relay[U any](in <-chan U, cancel func(), conv func(U) Update) (<-chan Update, func()) {
+	out := make(chan Update)
+	stop := make(chan struct{})
+	var once sync.Once
 	go func() {
 		defer close(out)
 		for u := range in {
 			select {
 			case out <- conv(u):
-			default: // the subscriber fell behind
+			case <-stop: // cancelled: the source closes soon; discard
 			}
 		}
 	}()
-	return out
+	return out, func() {
+		once.Do(func() {
+			close(stop)
+			cancel()
+		})
+	}
 }

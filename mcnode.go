@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/quorumfallback/node"
@@ -88,6 +89,13 @@ type Lease interface {
 	Lost() <-chan struct{}
 	// Err says why the lease was lost, or nil.
 	Err() error
+	// TimeLeft returns how long the lease has left unless the group renews
+	// it, and true, in multicast mode; false in quorum mode, whose locks
+	// do not expire. A holder whose process may be paused (a GC pause,
+	// SIGSTOP, a suspended machine) acts on the resource only while enough
+	// is left: once the lease runs out the group may hand the lock to
+	// another, before this process has run again to see Lost.
+	TimeLeft() (time.Duration, bool)
 	// Release gives the lock back. Releasing twice is a no-op.
 	Release() error
 }
@@ -139,7 +147,8 @@ type Status struct {
 // ErrLocked is wrapped by TryAcquire's error when the lock is taken.
 var ErrLocked = errors.New("mcnode: the lock is held or waited for by another node")
 
-// ErrConfig is wrapped by Start's errors for a config it cannot use.
+// ErrConfig is wrapped by Start's errors for a config it cannot use (with
+// the runtime's own: group.ErrConfig, node.ErrConfig).
 var ErrConfig = errors.New("mcnode: bad config")
 
 // Config says which mode to start and how.
@@ -161,13 +170,13 @@ func Start(ctx context.Context, cfg Config) (Locker, error) {
 	case Multicast, "":
 		g, err := group.Join(ctx, cfg.Multicast)
 		if err != nil {
-			return nil, err
+			return nil, configErr(err)
 		}
 		return Wrap(g), nil
 	case Quorum:
 		n, err := node.Start(cfg.Quorum)
 		if err != nil {
-			return nil, err
+			return nil, configErr(err)
 		}
 		if err := n.WaitConnected(ctx); err != nil {
 			n.Close()
@@ -176,6 +185,14 @@ func Start(ctx context.Context, cfg Config) (Locker, error) {
 		return Wrap(n), nil
 	}
 	return nil, fmt.Errorf("%w: unknown mode %q (want %q or %q)", ErrConfig, cfg.Mode, Multicast, Quorum)
+}
+
+// configErr wraps a runtime's config error in ErrConfig.
+func configErr(err error) error {
+	if errors.Is(err, group.ErrConfig) || errors.Is(err, node.ErrConfig) {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return err
 }
 
 // Runtime is a node of either runtime: *group.Group or *node.Node.

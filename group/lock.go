@@ -40,6 +40,10 @@ func (l *Lease) Expires() time.Time { return time.Unix(0, l.g.leaseEnd.Load()) }
 // Remaining returns how long this node's lease has left unless renewed.
 func (l *Lease) Remaining() time.Duration { return l.Expires().Sub(l.g.clock.Now()) }
 
+// TimeLeft is Remaining, and true: a multicast-mode lease always expires
+// unless renewed (mcnode.Lease).
+func (l *Lease) TimeLeft() (time.Duration, bool) { return l.Remaining(), true }
+
 // Lost returns a channel that is closed if the group takes the resource
 // back before Release: this node's lease ran out (it lost contact with the
 // group), it was removed, or it was closed. Stop using the resource at once.

@@ -150,9 +150,10 @@ type Stats struct {
 	Entries        uint64                 // critical sections entered
 	Releases       uint64                 // critical sections left
 	Abandoned      uint64                 // grants released at once: their caller had gone
-	// Application state updates: copies sent (one per peer), received,
-	// and received but dropped because a subscriber did not keep up.
-	UpdatesSent, UpdatesReceived, UpdatesDropped uint64
+	// Application state updates: copies sent (one per peer), not sent
+	// (the peer's link down or far behind), received, and received but
+	// dropped because a subscriber did not keep up.
+	UpdatesSent, UpdatesUnsent, UpdatesReceived, UpdatesDropped uint64
 }
 
 // resource is one named resource's machine and this process's callers of
@@ -388,9 +389,14 @@ func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	return l, err
 }
 
+// MaxName is the longest resource name or update topic, in bytes: the
+// multicast mode's default (wire.DefaultLimits), so that an application
+// behaves alike in both modes; the links could carry qnet.MaxResource.
+const MaxName = 128
+
 func (n *Node) acquire(ctx context.Context, name string) (*Lease, error) {
-	if name == "" || len(name) > qnet.MaxResource {
-		return nil, fmt.Errorf("node: resource name %q: want 1 to %d bytes", name, qnet.MaxResource)
+	if name == "" || len(name) > MaxName {
+		return nil, fmt.Errorf("node: resource name %.20q...: want 1 to %d bytes", name, MaxName)
 	}
 	w := &waiter{ch: make(chan result, 1)}
 	var err error
@@ -478,6 +484,10 @@ func (l *Lease) Token() uint64 { return l.token }
 
 // Lost is closed if the lease ends without Release (the node closed).
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// TimeLeft returns false: the quorum protocols' locks do not expire
+// (mcnode.Lease).
+func (l *Lease) TimeLeft() (time.Duration, bool) { return 0, false }
 
 // Err says why the lease was lost, or nil.
 func (l *Lease) Err() error {

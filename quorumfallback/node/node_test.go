@@ -369,3 +369,48 @@ func TestPublishSubscribe(t *testing.T) {
 		t.Error("the channel stays open after Close")
 	}
 }
+
+// TestPublishToADeadPeerIsBounded: updates for a peer that is gone are not
+// queued without end: the backlog stops at MaxBacklog, the rest counted.
+func TestPublishToADeadPeerIsBounded(t *testing.T) {
+	ls := make([]net.Listener, 3)
+	peers := make([]string, 3)
+	for i := range ls {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls[i], peers[i] = l, l.Addr().String()
+	}
+	var nodes []*Node
+	for i := range ls {
+		nd, err := Start(Config{Group: "t", Protocol: "ricart-agrawala", Self: i, Peers: peers, Listener: ls[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes = append(nodes, nd)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := nodes[0].WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes[2].Close()
+	data := make([]byte, 1000)
+	for range 3 * MaxBacklog {
+		if err := nodes[0].Publish("t", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := nodes[0].Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stats.UpdatesUnsent < MaxBacklog {
+		t.Errorf("%d updates not sent of %d to a dead peer: the rest were queued", st.Stats.UpdatesUnsent, 3*MaxBacklog)
+	}
+	if _, queued := nodes[0].tr.(backlogged).Backlog(2); queued > MaxBacklog {
+		t.Errorf("%d frames queued for the dead peer, want at most %d", queued, MaxBacklog)
+	}
+}

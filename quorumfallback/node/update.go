@@ -13,8 +13,8 @@ import (
 // Update is an application state update from another node, as the
 // multicast mode's group.Update: it travels over the same TCP links as the
 // protocol's messages, one copy to each peer, so it is delivered in order
-// from each sender while the link is up, and lost to a peer whose link is
-// down.
+// from each sender while the link is up, and not sent to a peer whose link
+// is down or far behind.
 type Update struct {
 	From  q.ID
 	Topic string
@@ -25,19 +25,38 @@ type Update struct {
 // carry.
 var ErrBadUpdate = errors.New("node: bad update")
 
-// Publish sends an application state update to every other node.
+// MaxBacklog is how many frames may wait for a peer before an update to it
+// is dropped rather than queued: a peer that is slow or stopped reading
+// must not make this node hold an ever longer queue of updates.
+const MaxBacklog = 4096
+
+// backlogged is what a transport that can tell says of a peer.
+type backlogged interface {
+	Backlog(to int) (up bool, queued int)
+}
+
+// Publish sends an application state update to every other node whose link
+// is up (an update is not queued for a peer that is down, nor for one with
+// MaxBacklog frames waiting: it is dropped and counted).
 func (n *Node) Publish(topic string, data []byte) error {
 	switch {
-	case len(topic) > qnet.MaxResource || !utf8.ValidString(topic):
-		return fmt.Errorf("%w: topic %q: want at most %d bytes of UTF-8", ErrBadUpdate, topic, qnet.MaxResource)
+	case len(topic) > MaxName || !utf8.ValidString(topic):
+		return fmt.Errorf("%w: topic %.20q...: want at most %d bytes of UTF-8", ErrBadUpdate, topic, MaxName)
 	case len(data) > qnet.MaxData:
 		return fmt.Errorf("%w: %d bytes of data, want at most %d", ErrBadUpdate, len(data), qnet.MaxData)
 	}
 	d := string(data)
+	bl, canTell := n.tr.(backlogged)
 	return n.call(context.Background(), func() {
 		for to := range n.cfg.Peers {
 			if to == n.cfg.Self {
 				continue
+			}
+			if canTell {
+				if up, queued := bl.Backlog(to); !up || queued >= MaxBacklog {
+					n.stats.UpdatesUnsent++
+					continue
+				}
 			}
 			f := qnet.Frame{Resource: topic, Data: d,
 				Msg: q.Message{Kind: q.Update, From: n.cfg.Self, To: to, Arbiter: n.cfg.Self, Site: q.None}}

@@ -945,6 +945,22 @@ func (m *Mesh) Connected() bool {
 	return m.nUp == m.n-1
 }
 
+// Backlog reports whether the link to node to is up, and how many frames
+// wait to be written to it: an application update is not worth queueing
+// for a peer that is down or does not read (the protocol's frames are).
+func (m *Mesh) Backlog(to int) (up bool, queued int) {
+	if to < 0 || to >= m.n || to == m.cfg.Self {
+		return false, 0
+	}
+	m.mu.Lock()
+	up = m.up[to]
+	m.mu.Unlock()
+	p := m.peers[to]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return up, p.queued
+}
+
 // secure runs a TLS handshake, bounded like a hello, and counts a failure.
 // On failure the connection is closed.
 func (m *Mesh) secure(tc *tls.Conn) (net.Conn, error) {
