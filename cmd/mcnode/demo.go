@@ -231,8 +231,9 @@ func (d *demo) summary(r localgroup.Result, after, before localgroup.Traffic) er
 	} else {
 		fmt.Fprintf(d.out, "  datagrams per entry  %.2f: request %.2f, grant %.2f, release %.2f; backup acks %.2f\n",
 			float64(after.Core-before.Core)/entries, per("request"), per("decision"), per("release"), per("ack"))
-		fmt.Fprintf(d.out, "  membership traffic   %.3f per entry (pings, SYNCs, backup acks, takeovers, repairs, joins)\n",
-			float64(after.Membership-before.Membership)/entries)
+		acks := after.Acks - before.Acks // on the line above
+		fmt.Fprintf(d.out, "  membership traffic   %.3f per entry (pings, SYNCs, takeovers, repairs, joins)\n",
+			float64(after.Membership-before.Membership-acks)/entries)
 	}
 	fmt.Fprintf(d.out, "  acquire latency      p50 %v  p99 %v\n", localgroup.Percentile(r.Waits, 0.50).Round(time.Microsecond),
 		localgroup.Percentile(r.Waits, 0.99).Round(time.Microsecond))

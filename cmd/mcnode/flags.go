@@ -94,19 +94,9 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 	cfg.Interface = c.String("interface")
 	cfg.Bind = c.String("bind")
 	cfg.TTL = c.Int("ttl")
-	cfg.Tick = c.Duration("tick")
-	cfg.TurnLength = c.Int("turn-length")
-	cfg.TurnTimeout = c.Duration("turn-timeout")
-	cfg.MaxMembers = c.Int("max-members")
-	cfg.LeaseTimeout = c.Duration("lease")
-	cfg.LeaseMargin = c.Duration("lease-margin")
-	cfg.RetryInterval = c.Duration("retry")
-	cfg.HeartbeatInterval = c.Duration("heartbeat")
-	cfg.TakeoverTimeout = c.Duration("takeover-timeout")
 	cfg.JoinTimeout = c.Duration("join-timeout")
-	cfg.RateLimit = c.Int("rate-limit")
-	if cfg.RateLimit == 0 {
-		return cfg, usage("--rate-limit 0 would drop everything: give datagrams a second, or a negative number for no limit")
+	if err := timingFlags(c, &cfg, false); err != nil {
+		return cfg, err
 	}
 	cfg.TimestampFile = timestampFile(c, log)
 	cfg.Logger = log
@@ -124,6 +114,31 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 		return cfg, usage("%v", flagNames(err))
 	}
 	return cfg, nil
+}
+
+// timingFlags sets the group's timings and limits from the flags: all of
+// them, or (onlySet) those given, over another default (a local game's).
+func timingFlags(c *cli.Context, cfg *group.Config, onlySet bool) error {
+	for name, set := range map[string]func(){
+		"tick":             func() { cfg.Tick = c.Duration("tick") },
+		"turn-length":      func() { cfg.TurnLength = c.Int("turn-length") },
+		"turn-timeout":     func() { cfg.TurnTimeout = c.Duration("turn-timeout") },
+		"max-members":      func() { cfg.MaxMembers = c.Int("max-members") },
+		"lease":            func() { cfg.LeaseTimeout = c.Duration("lease") },
+		"lease-margin":     func() { cfg.LeaseMargin = c.Duration("lease-margin") },
+		"retry":            func() { cfg.RetryInterval = c.Duration("retry") },
+		"heartbeat":        func() { cfg.HeartbeatInterval = c.Duration("heartbeat") },
+		"takeover-timeout": func() { cfg.TakeoverTimeout = c.Duration("takeover-timeout") },
+		"rate-limit":       func() { cfg.RateLimit = c.Int("rate-limit") },
+	} {
+		if !onlySet || c.IsSet(name) {
+			set()
+		}
+	}
+	if (!onlySet || c.IsSet("rate-limit")) && cfg.RateLimit == 0 {
+		return usage("--rate-limit 0 would drop everything: give datagrams a second, or a negative number for no limit")
+	}
+	return nil
 }
 
 // flagNames rewrites a config error to name the flags rather than the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -23,6 +24,9 @@ import (
 	"github.com/mcnode/mcnode/seal"
 )
 
+// localBotName is the names the bots of a local game take.
+var localBotName = regexp.MustCompile(`^bot[0-9]+$`)
+
 func gameCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "game",
@@ -36,8 +40,7 @@ func gameCommand() *cli.Command {
 			"Move with the arrow keys or WASD. Stepping onto a power-up asks for its lock:\n" +
 			"+ health, $ points, * prize. First to --target points wins the round.\n\n" +
 			"--headless plays bots only, prints one line per event (JSON lines with --json),\n" +
-			"and ends after --duration with the final scoreboard and \"winner: NAME SCORE\".\n\n" +
-			"The group is mcnode-game unless --group names another.",
+			"and ends after --duration with the final scoreboard and \"winner: NAME SCORE\".",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "bots", Value: 3, Usage: "on one host: bots playing beside you (headless: the players)"},
 			&cli.BoolFlag{Name: "bot", Usage: "on a LAN: this node plays a bot"},
@@ -91,8 +94,14 @@ func gameAction(c *cli.Context) error {
 		return usage("--duration must not be negative")
 	case p.target < 1:
 		return usage("--target %d: want at least 1", p.target)
-	case !p.lan && !p.human && !p.watch && p.bots == 0:
+	case !p.lan && !p.human && p.bots == 0:
 		return usage("no players: add --bots")
+	case p.name != "" && !game.ValidName(p.name):
+		return usage("--name %q: %v", p.name, game.ErrName)
+	case !p.lan && p.name != "" && localBotName.MatchString(p.name):
+		return usage("--name %q: on one host the bots are bot1, bot2, ...: choose another name", p.name)
+	case !p.lan && (c.IsSet("address") || c.IsSet("ttl") || c.IsSet("bind")):
+		return usage("--address, --ttl and --bind apply on a LAN (with --interface); on one host the game uses lo in a private namespace")
 	case p.watch && p.headless:
 		return usage("--watch and --headless: a spectator needs the screen")
 	case !p.headless && !isatty.IsTerminal(os.Stdin.Fd()):
@@ -103,11 +112,6 @@ func gameAction(c *cli.Context) error {
 	}
 	if m == modeQuorum && p.lan && c.String("peers") == "" {
 		return usage("quorum mode on a LAN needs --peers and --node-id")
-	}
-	if !c.IsSet("group") {
-		if err := c.Set("group", "mcnode-game"); err != nil {
-			return err
-		}
 	}
 	if !p.lan && m == modeMulticast {
 		if !netns.Inside() {
@@ -184,8 +188,16 @@ func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, f
 		opt.Keys = keys
 	}
 	if p.mode == modeMulticast {
+		// Timings from the flags, over the local defaults; where the group
+		// talks is the namespace's lo, with TTL 0.
 		opt.Multicast = group.DefaultLocalConfig()
 		opt.Multicast.Name = opt.Name
+		if err := timingFlags(c, &opt.Multicast, true); err != nil {
+			return nil, nil, err
+		}
+		if err := opt.Multicast.Validate(); err != nil {
+			return nil, nil, usage("%v", flagNames(err))
+		}
 	} else if err := (node.Config{Protocol: opt.Protocol, Coterie: opt.Coterie, Peers: make([]string, opt.N)}).Setup().Validate(); err != nil {
 		return nil, nil, setupError(err)
 	}
@@ -203,8 +215,11 @@ func (p *gamePlan) play(nodes []mcnode.Locker) error {
 		log := game.NewLog(os.Stdout, p.asJSON)
 		var players []*game.Player
 		for i, n := range nodes {
-			players = append(players, game.New(n, game.Config{Name: p.playerName(n, i), Bot: true, Seed: p.seed + int64(i),
-				Target: p.target, OnEvent: log.Event}))
+			pl, err := game.New(n, game.Config{Name: p.playerName(n, i), Bot: true, Seed: p.seed + int64(i), Target: p.target, OnEvent: log.Event})
+			if err != nil {
+				return usage("--name: %v", err)
+			}
+			players = append(players, pl)
 		}
 		results := game.Play(players, p.duration, 10*time.Second)
 		p.over.Store(true)
@@ -218,11 +233,18 @@ func (p *gamePlan) play(nodes []mcnode.Locker) error {
 		default: // the screen shows the latest news; it may skip some
 		}
 	}
-	you := game.New(nodes[0], game.Config{Name: p.playerName(nodes[0], 0), Bot: !p.human && !p.watch, Watch: p.watch,
+	you, err := game.New(nodes[0], game.Config{Name: p.playerName(nodes[0], 0), Bot: !p.human && !p.watch, Watch: p.watch,
 		Seed: p.seed, Target: p.target, OnEvent: show})
+	if err != nil {
+		return usage("--name: %v", err)
+	}
 	players := []*game.Player{you}
 	for i, n := range nodes[1:] {
-		players = append(players, game.New(n, game.Config{Name: p.playerName(n, i+1), Bot: true, Seed: p.seed + int64(i) + 1, Target: p.target}))
+		bot, err := game.New(n, game.Config{Name: p.playerName(n, i+1), Bot: true, Seed: p.seed + int64(i) + 1, Target: p.target})
+		if err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		players = append(players, bot)
 	}
 	for _, pl := range players {
 		pl.Start()
@@ -237,7 +259,7 @@ func (p *gamePlan) play(nodes []mcnode.Locker) error {
 		<-sig
 		prog.Quit()
 	}()
-	_, err := prog.Run()
+	_, err = prog.Run()
 	game.StopAll(players, 2*time.Second)
 	p.over.Store(true)
 	if err != nil {

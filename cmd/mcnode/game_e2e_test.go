@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,16 +115,15 @@ func (p *player) lines() []string {
 	return append([]string(nil), p.out...)
 }
 
-// TestE2EGameKillBot: four hosts each run one bot; the one on host 3 is
-// killed (kill -9) while it picks a power-up up, holding its lock. The
-// power-up comes back into play, the game goes on, and the survivors'
-// records agree.
-func TestE2EGameKillBot(t *testing.T) {
-	c := newCluster(t, 4, 0)
+// startBots starts one `mcnode game --headless --bot --json` on each of
+// the cluster's hosts, botI on host I, each playing for d, and follows
+// their output.
+func startBots(t *testing.T, c *cluster, d time.Duration, target int) []*player {
+	t.Helper()
 	var ps []*player
-	for i := range 4 {
-		cmd := c.mcnode(i, "game", "--headless", "--bot", "--json", "--duration", "25s", "--seed", fmt.Sprint(i+1),
-			"--name", fmt.Sprintf("bot%d", i), "--target", "1000", "--state-dir", "none")
+	for i := range c.lan.Hosts {
+		cmd := c.mcnode(i, "game", "--headless", "--bot", "--json", "--duration", d.String(), "--seed", fmt.Sprint(i+1),
+			"--name", fmt.Sprintf("bot%d", i), "--target", fmt.Sprint(target), "--state-dir", "none")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -146,6 +146,7 @@ func TestE2EGameKillBot(t *testing.T) {
 			p.done <- cmd.Wait()
 		}()
 		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
 			_ = cmd.Process.Kill()
 			if t.Failed() {
 				t.Logf("bot%d:\n%s\nstderr:\n%s", i, strings.Join(p.lines(), "\n"), stderr.String())
@@ -154,21 +155,47 @@ func TestE2EGameKillBot(t *testing.T) {
 		ps = append(ps, p)
 		time.Sleep(300 * time.Millisecond) // the first founds the group
 	}
-	// Kill bot3 the moment it holds a power-up's lock.
-	var victim string
-	deadline := time.Now().Add(20 * time.Second)
-	for victim == "" && time.Now().Before(deadline) {
-		for _, line := range ps[3].lines() {
+	return ps
+}
+
+// nextPick waits for a "pick" event of player name among p's lines after
+// the first skip, and returns the power-up and how many lines it read.
+func (p *player) nextPick(name string, skip int, within time.Duration) (string, int) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		lines := p.lines()
+		for k := skip; k < len(lines); k++ {
 			var e game.Event
-			if json.Unmarshal([]byte(line), &e) == nil && e.Kind == "pick" && e.Player == "bot3" {
-				victim = e.PowerUp
-				break
+			if json.Unmarshal([]byte(lines[k]), &e) == nil && e.Kind == "pick" && e.Player == name {
+				return e.PowerUp, k + 1
 			}
 		}
-		if victim == "" {
-			time.Sleep(5 * time.Millisecond)
-		}
 	}
+	return "", skip
+}
+
+// end waits for p's game to end and returns its events and records.
+func (p *player) end(t *testing.T, name string) ([]game.Event, gameEnd) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not end", name)
+	}
+	return gameOutput(t, []byte(strings.Join(p.lines(), "\n")))
+}
+
+// TestE2EGameKillBot: four hosts each run one bot; the one on host 3 is
+// killed (kill -9) while it picks a power-up up, holding its lock. The
+// power-up comes back into play, the game goes on, and the survivors'
+// records agree.
+func TestE2EGameKillBot(t *testing.T) {
+	c := newCluster(t, 4, 0)
+	ps := startBots(t, c, 25*time.Second, 1000)
+	// Kill bot3 the moment it holds a power-up's lock.
+	victim, _ := ps[3].nextPick("bot3", 0, 20*time.Second)
 	if victim == "" {
 		t.Fatal("bot3 picked nothing up in 20 s")
 	}
@@ -183,19 +210,13 @@ func TestE2EGameKillBot(t *testing.T) {
 	var back bool
 	gotAfter := 0
 	for i, p := range ps[:3] {
-		select {
-		case err := <-p.done:
-			if err != nil {
-				t.Fatalf("bot%d: %v", i, err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatalf("bot%d did not end", i)
-		}
-		lines := p.lines()
-		events, end := gameOutput(t, []byte(strings.Join(lines, "\n")))
+		events, end := p.end(t, fmt.Sprintf("bot%d", i))
 		results = append(results, end.Nodes...)
 		for k, e := range events {
-			if e.Kind == "back" && e.PowerUp == victim {
+			// Back into play: the spawner says so once it holds the lock;
+			// or, if bot3 died before its "pick" left the host (nobody took
+			// the power-up out of play), a survivor picks it up.
+			if e.PowerUp == victim && (e.Kind == "back" || e.Kind == "pick" && e.Player != "bot3") {
 				back = true
 			}
 			if e.Kind == "got" && e.PowerUp == victim && e.Player == "bot3" {
@@ -221,5 +242,54 @@ func TestE2EGameKillBot(t *testing.T) {
 				t.Errorf("%s's final scoreboard lists the killed bot3", r.Player)
 			}
 		}
+	}
+}
+
+// TestE2EGamePausedBot: bot3 is stopped (SIGSTOP) the moment it starts a
+// pickup, for longer than its lease, three times: each time it must drop
+// the power-up (the group may have handed it on), never consume it, and
+// every record must agree.
+func TestE2EGamePausedBot(t *testing.T) {
+	c := newCluster(t, 4, 0)
+	ps := startBots(t, c, 35*time.Second, 100000)
+	var paused []string
+	var after []int // the line after each paused pickup's "pick"
+	skip := 0
+	for len(paused) < 3 {
+		victim, next := ps[3].nextPick("bot3", skip, 15*time.Second)
+		if victim == "" {
+			break
+		}
+		_ = ps[3].cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(3 * time.Second) // the lease is 1.5 s
+		_ = ps[3].cmd.Process.Signal(syscall.SIGCONT)
+		paused, after = append(paused, victim), append(after, next)
+		time.Sleep(time.Second)
+		skip = len(ps[3].lines())
+	}
+	if len(paused) == 0 {
+		t.Fatal("bot3 picked nothing up")
+	}
+	var results []game.Result
+	for i, p := range ps {
+		events, end := p.end(t, fmt.Sprintf("bot%d", i))
+		results = append(results, end.Nodes...)
+		if i != 3 {
+			continue
+		}
+		for k, v := range paused {
+			// The first word on it after the pick is the pickup's end.
+			for _, e := range events[after[k]:] {
+				if e.PowerUp == v && (e.Kind == "got" || e.Kind == "drop") {
+					if e.Kind == "got" {
+						t.Errorf("bot3 consumed %s although it was paused past its lease mid-pickup", v)
+					}
+					break
+				}
+			}
+		}
+	}
+	for _, err := range game.Audit(results, 100000) {
+		t.Error(err)
 	}
 }

@@ -68,6 +68,17 @@ func withCommon(cmd *cli.Command) *cli.Command {
 	return cmd
 }
 
+// withGroupDefault gives a command a --group default of its own (the game
+// must not join the locks' group by default).
+func withGroupDefault(cmd *cli.Command, group string) *cli.Command {
+	for _, f := range cmd.Flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "group" {
+			sf.Value = group
+		}
+	}
+	return cmd
+}
+
 func newApp() *cli.App {
 	app := &cli.App{
 		Name:  "mcnode",
@@ -80,7 +91,7 @@ func newApp() *cli.App {
 			withCommon(lockCommand()),
 			withCommon(statusCommand()),
 			withCommon(demoCommand()),
-			withCommon(gameCommand()),
+			withGroupDefault(withCommon(gameCommand()), "mcnode-game"),
 			benchCommand(),
 			fenceCommand(),
 			keygenCommand(),

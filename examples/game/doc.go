@@ -35,15 +35,22 @@
 //
 // Positions, health, scores and spawns travel as application state updates
 // (topic "game"), best effort: each player republishes its whole state every
-// StateEvery, and the spawner its list, so that a lost update only delays.
-// Each player is the only author of its own state; a scoreboard is the
-// players' own latest reports.
+// StateEvery and its takes of the round in turn, the spawner its list and
+// the last win, so that a lost update only delays. A player that gives a
+// pickup up (its lease lost, the round over) says so, and the spawner puts
+// the power-up back once it can take its lock. Each player is the only
+// author of its own state: the first node heard speaking for a name keeps
+// it until that player is gone, and a scoreboard is the players' own
+// latest reports.
 //
-// At most once: a power-up is consumed only by a player that held its lock
-// for the whole pickup (its lease not lost), and the lock is never
-// released while the power-up is consumed within the round. The one gap is
-// a player cut off from the group right after consuming, whose report of
-// it does not arrive before its lease runs out: the spawner may then put
-// the power-up back. A killed player cannot consume, so killing never
-// doubles a power-up.
+// At most once. A player consumes a power-up only if, at the end of the
+// pickup, its lease is neither lost nor within ConsumeMargin of running
+// out: a process paused past its lease (SIGSTOP, a long GC pause) finds its
+// time up when it runs again, even before its runtime reports the lease
+// lost, and drops the power-up. The one case left is a pause or a cut right
+// after the check: the group may then hand the power-up on, and two takes
+// of it exist. The fencing token settles it: of two takes, the one with the
+// higher token stands in every record, and the player whose take it
+// supersedes gives back what it got (it held the lock past its lease, and
+// loses what it held). A killed player never consumes.
 package game

@@ -25,6 +25,14 @@ func startNodes(t *testing.T, mode mcnode.Mode, n int) []mcnode.Locker {
 	return lg.Nodes
 }
 
+// must is New's player, or a panic: the tests' names are valid.
+func must(p *Player, err error) *Player {
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
 // quick speeds the game up for a test.
 func quick(t *testing.T) {
 	saved := []time.Duration{PickTime, StateEvery, SpawnEvery, BotStep}
@@ -49,7 +57,7 @@ func TestBotsPlayBothModes(t *testing.T) {
 			nodes := startNodes(t, mode, 4)
 			var players []*Player
 			for i, n := range nodes {
-				players = append(players, New(n, Config{Name: fmt.Sprintf("bot%d", i+1), Bot: true, Seed: int64(i), Target: 40}))
+				players = append(players, must(New(n, Config{Name: fmt.Sprintf("bot%d", i+1), Bot: true, Seed: int64(i), Target: 40})))
 			}
 			results := Play(players, 6*time.Second, 5*time.Second)
 			checkRecords(t, results, 40)
@@ -75,7 +83,7 @@ func TestCrashMidPickup(t *testing.T) {
 	)
 	var players []*Player
 	for i, n := range nodes {
-		players = append(players, New(n, Config{Name: fmt.Sprintf("bot%d", i+1), Bot: true, Seed: int64(i), Target: 1000,
+		players = append(players, must(New(n, Config{Name: fmt.Sprintf("bot%d", i+1), Bot: true, Seed: int64(i), Target: 1000,
 			OnEvent: func(e Event) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -88,7 +96,7 @@ func TestCrashMidPickup(t *testing.T) {
 				case e.Kind == "got" && !crashed.IsZero() && e.Player != "bot4":
 					after++
 				}
-			}}))
+			}})))
 	}
 	for _, p := range players {
 		p.Start()
@@ -157,7 +165,7 @@ func TestAuditFindsBrokenRules(t *testing.T) {
 // the screen still draws.
 func TestHostileUpdates(t *testing.T) {
 	nodes := startNodes(t, mcnode.Multicast, 2)
-	p := New(nodes[0], Config{Name: "me", Watch: true}) // a spectator spawns nothing itself
+	p := must(New(nodes[0], Config{Name: "me", Watch: true})) // a spectator spawns nothing itself
 	p.Start()
 	defer p.Stop(0)
 	for _, raw := range []string{
@@ -168,7 +176,7 @@ func TestHostileUpdates(t *testing.T) {
 		`not json`,
 		`{"t":"pick","id":"` + strings.Repeat("i", 100) + `","pl":"a","r":1}`,
 	} {
-		p.receive([]byte(raw))
+		p.receive(7, []byte(raw))
 	}
 	s := p.Snapshot()
 	if len(s.Others) != 0 || len(s.PowerUps) != 0 {
@@ -179,7 +187,7 @@ func TestHostileUpdates(t *testing.T) {
 		t.Errorf("the screen does not draw:\n%s", out)
 	}
 	// A sound update is applied (the check can pass).
-	p.receive([]byte(`{"t":"state","s":{"name":"ok","x":3,"y":4,"round":1}}`))
+	p.receive(7, []byte(`{"t":"state","s":{"name":"ok","x":3,"y":4,"round":1}}`))
 	if s := p.Snapshot(); len(s.Others) != 1 || s.Others[0].X != 3 {
 		t.Errorf("a sound state was not applied: %+v", s.Others)
 	}

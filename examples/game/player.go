@@ -43,8 +43,8 @@ type Event struct {
 	At   time.Duration `json:"-"`
 	AtMS int64         `json:"at_ms"`
 	// Kind is spawn, back, pick, got, lost, drop, win, out, respawn (the
-	// player's own doing, or its spawner's) or join, gone, won (heard of
-	// another player).
+	// player's own doing, or its spawner's) or join, gone, won, clash
+	// (heard of another player).
 	Kind string `json:"event"`
 	// Player is who did it.
 	Player  string `json:"player"`
@@ -86,6 +86,8 @@ func (e Event) Text() string {
 		return fmt.Sprintf("%s joins", e.Player)
 	case "gone":
 		return fmt.Sprintf("%s is gone", e.Player)
+	case "clash":
+		return fmt.Sprintf("another player is named %s too: the others see only one of you (choose another --name)", e.Player)
 	}
 	return fmt.Sprintf("%s %s", e.Player, e.Kind)
 }
@@ -120,6 +122,17 @@ type Player struct {
 	waits    []time.Duration    // acquire latencies
 	outUntil time.Time
 	winning  bool // asking for this round's win lock
+	// pickedAt is when this node heard each pickup under way begin;
+	// dropped, the pickups their pickers gave up (lease lost, round over):
+	// the spawner puts them back once it can take their locks.
+	pickedAt map[string]time.Time
+	dropped  map[string]bool
+	// clashed: another node speaks for this player's name (two players
+	// chose one name); clash: not reported yet.
+	clashed, clash bool
+	// republished counts this player's takes republished, one a report,
+	// so that a lost report of a take does no lasting harm.
+	republished int
 	stopped  bool
 	roundAt  map[int]time.Time // when this player entered each round
 	// sentBefore is what the node had sent when the game started: its
@@ -132,17 +145,23 @@ type heldLock struct {
 	round int
 }
 
+// ErrName is New's error for a name that is not ValidName.
+var ErrName = errors.New("game: a player's name is 1 to 16 letters, digits, '-', '_' or '.'")
+
 // New makes a player on a node; Start starts it.
-func New(node mcnode.Locker, cfg Config) *Player {
+func New(node mcnode.Locker, cfg Config) (*Player, error) {
+	if !ValidName(cfg.Name) {
+		return nil, fmt.Errorf("%w: %q", ErrName, cfg.Name)
+	}
 	if cfg.Target <= 0 {
 		cfg.Target = 100
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Player{cfg: cfg, node: node, ctx: ctx, cancel: cancel, w: newWorld(), rng: rand.New(rand.NewSource(cfg.Seed)),
-		known: map[string]PowerUp{}, roundAt: map[int]time.Time{}}
+		known: map[string]PowerUp{}, roundAt: map[int]time.Time{}, pickedAt: map[string]time.Time{}, dropped: map[string]bool{}}
 	p.me = State{Name: cfg.Name, Round: 1, Health: MaxHealth, Bot: cfg.Bot}
 	p.me.X, p.me.Y = p.rng.Intn(Width), p.rng.Intn(Height)
-	return p
+	return p, nil
 }
 
 // Start joins the game: the player listens, reports itself, waits for its
@@ -159,7 +178,7 @@ func (p *Player) Start() {
 	})
 	p.goroutine(func() {
 		for u := range updates {
-			p.receive(u.Data)
+			p.receive(u.From, u.Data)
 		}
 	})
 	p.goroutine(p.tick)
@@ -205,56 +224,119 @@ func (p *Player) publishState() {
 	p.publish(message{Type: "state", State: &st})
 }
 
-// receive applies another player's update.
-func (p *Player) receive(data []byte) {
+// receive applies another player's update, sent by node from.
+func (p *Player) receive(from uint64, data []byte) {
 	var m message
 	if json.Unmarshal(data, &m) != nil || !m.valid() {
 		return // not ours, garbled or out of bounds: nothing to apply
 	}
 	var events []Event
 	p.mu.Lock()
+	defer func() {
+		p.mu.Unlock()
+		for _, e := range events {
+			p.event(e)
+		}
+	}()
+	if who := m.speaker(); who != "" && !p.speaksFor(from, who, m.Type == "state") || m.round() > p.w.Round+maxAhead {
+		if p.clash {
+			p.clash = false
+			events = append(events, Event{Kind: "clash", Player: p.me.Name, Heard: true})
+		}
+		return
+	}
 	switch m.Type {
 	case "state":
-		if m.State == nil || m.State.Name == p.me.Name {
-			break
-		}
-		s, ok := p.w.Players[m.State.Name]
-		if !ok || s.gone {
+		s := p.w.Players[m.State.Name]
+		if s.gone || s.at.IsZero() {
 			events = append(events, Event{Kind: "join", Player: m.State.Name, Heard: true})
 		}
-		p.w.Players[m.State.Name] = &seen{State: *m.State, at: time.Now()}
+		s.State, s.at, s.gone = *m.State, time.Now(), false
 		p.catchUp(m.State.Round)
 	case "spawn":
 		p.catchUp(m.Round)
+		if m.Win != nil && m.Win.Score >= p.cfg.Target && p.applyWin(*m.Win) {
+			events = append(events, Event{Kind: "won", Player: m.Win.Player, Round: m.Win.Round, Score: m.Win.Score, Heard: true})
+		}
 		for _, pu := range m.PowerUps {
 			if pu.Round == p.w.Round {
 				p.known[pu.ID] = pu
 			}
 		}
+		for _, id := range m.Back {
+			delete(p.pickedAt, id)
+			delete(p.dropped, id)
+		}
 		p.w.spawnList(m.Round, m.PowerUps, m.Back)
 	case "pick":
-		if _, done := p.w.taken(m.ID); !done && m.Round == p.w.Round {
+		if t, done := p.w.taken(m.ID); (!done || t.Token < m.Token) && m.Round == p.w.Round {
 			p.w.Picking[m.ID] = m.Player
+			p.pickedAt[m.ID] = time.Now()
 			delete(p.w.PowerUps, m.ID)
+			delete(p.dropped, m.ID)
+		}
+	case "drop":
+		if p.w.Picking[m.ID] == m.Player {
+			delete(p.w.Picking, m.ID)
+			p.dropped[m.ID] = true
 		}
 	case "got":
-		if m.Take != nil {
-			p.w.recordTake(*m.Take)
+		if stands, replaced := p.w.recordTake(*m.Take); stands && replaced != nil && replaced.Player == p.me.Name {
+			events = append(events, p.retract(*replaced, m.Take.Player))
 		}
 	case "win":
-		if m.Win != nil && p.applyWin(*m.Win) {
+		if m.Win.Score >= p.cfg.Target && p.applyWin(*m.Win) {
 			events = append(events, Event{Kind: "won", Player: m.Win.Player, Round: m.Win.Round, Score: m.Win.Score, Heard: true})
 		}
 	case "bye":
-		if s, ok := p.w.Players[m.Player]; ok && !s.gone {
+		if s := p.w.Players[m.Player]; !s.gone {
 			s.gone = true
 			events = append(events, Event{Kind: "gone", Player: m.Player, Heard: true})
 		}
 	}
-	p.mu.Unlock()
-	for _, e := range events {
-		p.event(e)
+}
+
+// speaksFor reports whether node from may speak for player who: the first
+// node heard for a name keeps it, until its player is gone; nobody speaks
+// for this player but itself. A state makes the player known (up to
+// MaxPlayers), other messages only speak for known players. Called with
+// p.mu held.
+func (p *Player) speaksFor(from uint64, who string, state bool) bool {
+	if who == p.me.Name {
+		if !p.clashed {
+			p.clashed = true
+			p.clash = true
+		}
+		return false
 	}
+	s, ok := p.w.Players[who]
+	switch {
+	case ok && s.from == from:
+		return true
+	case ok && s.gone && state:
+		s.from = from // the player came back on another node, or rejoined
+		return true
+	case !ok && state && len(p.w.Players) < MaxPlayers:
+		p.w.Players[who] = &seen{from: from, gone: true}
+		return true
+	}
+	return false
+}
+
+// retract undoes this player's take that a later holder of the power-up's
+// lock superseded (this node was cut off or paused past its lease, and
+// loses what it held); called with p.mu held.
+func (p *Player) retract(t Take, by string) Event {
+	dh, ds := t.Kind.effect()
+	if t.Round == p.w.Round {
+		p.me.Score = max(p.me.Score-ds, 0)
+		p.me.Health = max(p.me.Health-dh, 1)
+	}
+	p.me.Total = max(p.me.Total-ds, 0)
+	p.me.Won--
+	p.me.Lost++
+	p.publishState()
+	return Event{Kind: "lost", Player: p.me.Name, PowerUp: t.ID, Of: t.Kind, By: by + " (a later holder of its lock)"}
 }
 
 // catchUp moves to a later round that another player reports (its win
@@ -272,6 +354,9 @@ func (p *Player) applyWin(win Win) bool {
 		return false
 	}
 	p.w.Wins = append(p.w.Wins, win)
+	if len(p.w.Wins) > MaxRecord {
+		p.w.Wins = p.w.Wins[len(p.w.Wins)-MaxRecord:]
+	}
 	if win.Round >= p.w.Round {
 		p.enterRound(win.Round + 1)
 	}
@@ -283,6 +368,8 @@ func (p *Player) enterRound(r int) {
 	p.w.newRound(r)
 	p.roundAt[r] = time.Now()
 	clear(p.known)
+	clear(p.pickedAt)
+	clear(p.dropped)
 	p.me.Round, p.me.Score, p.me.Picking = r, 0, ""
 	p.winning = false
 	p.publishState()
@@ -344,7 +431,7 @@ func (p *Player) pickUp(pu PowerUp) {
 	}
 	p.w.Picking[pu.ID] = p.me.Name
 	delete(p.w.PowerUps, pu.ID)
-	p.publish(message{Type: "pick", ID: pu.ID, Player: p.me.Name, Round: pu.Round})
+	p.publish(message{Type: "pick", ID: pu.ID, Player: p.me.Name, Round: pu.Round, Token: lease.Token()})
 	p.mu.Unlock()
 	p.event(Event{Kind: "pick", Player: p.me.Name, PowerUp: pu.ID, Of: pu.Kind, Token: lease.Token()})
 
@@ -354,17 +441,36 @@ func (p *Player) pickUp(pu PowerUp) {
 	case <-p.ctx.Done():
 	}
 	p.mu.Lock()
-	if lease.Err() != nil || p.w.Round != pu.Round || p.ctx.Err() != nil {
-		// The lease was lost (this node was cut off or removed: the group
-		// may hand the power-up to another), or the round ended.
-		why := "the round is over"
-		if lease.Err() != nil {
-			why = "its lease was lost"
+	take := Take{ID: pu.ID, Kind: pu.Kind, Player: p.me.Name, Token: lease.Token(), Round: pu.Round}
+	why := ""
+	left, expires := lease.TimeLeft()
+	switch {
+	case lease.Err() != nil:
+		why = "its lease was lost" // cut off or removed: the group may hand it to another
+	case expires && left < ConsumeMargin:
+		// This process may have been paused: its runtime has not yet run
+		// to report the lease lost, but the group may have handed the
+		// power-up on already.
+		why = "its lease had run out or nearly (was this process paused?)"
+	case p.w.Round != pu.Round:
+		why = "the round is over"
+	case p.ctx.Err() != nil:
+		why = "the game is over"
+	}
+	if why == "" {
+		if stands, _ := p.w.recordTake(take); !stands {
+			why = "a later holder of its lock took it"
 		}
-		p.me.Picking = ""
-		delete(p.w.Picking, pu.ID)
+	}
+	p.me.Picking = ""
+	p.held = append(p.held, heldLock{lease: lease, round: pu.Round})
+	if why != "" {
+		if p.w.Picking[pu.ID] == p.me.Name {
+			delete(p.w.Picking, pu.ID)
+			p.dropped[pu.ID] = true
+		}
+		p.publish(message{Type: "drop", ID: pu.ID, Player: p.me.Name, Round: pu.Round})
 		p.publishState()
-		p.held = append(p.held, heldLock{lease: lease, round: pu.Round})
 		p.mu.Unlock()
 		p.event(Event{Kind: "drop", Player: p.me.Name, PowerUp: pu.ID, Of: pu.Kind, By: why})
 		return
@@ -374,10 +480,6 @@ func (p *Player) pickUp(pu PowerUp) {
 	p.me.Score += ds
 	p.me.Total += ds
 	p.me.Won++
-	p.me.Picking = ""
-	take := Take{ID: pu.ID, Kind: pu.Kind, Player: p.me.Name, Token: lease.Token(), Round: pu.Round}
-	p.w.recordTake(take)
-	p.held = append(p.held, heldLock{lease: lease, round: pu.Round})
 	p.publish(message{Type: "got", Take: &take})
 	p.publishState()
 	score := p.me.Score
@@ -435,6 +537,7 @@ func (p *Player) tick() {
 				lastState = now
 				p.refreshStats()
 				p.publishState()
+				p.republishTake()
 			}
 			if p.me.Score >= p.cfg.Target && !p.winning && !p.stopped && !p.cfg.Watch {
 				p.winning = true
@@ -450,6 +553,24 @@ func (p *Player) tick() {
 			}
 		}
 	}
+}
+
+// republishTake sends one of this player's takes of the round again, in
+// turn, so that a lost report of one does not leave it out of play for the
+// others, nor out of their records; called with p.mu held.
+func (p *Player) republishTake() {
+	var mine []Take
+	for _, t := range p.w.Takes {
+		if t.Player == p.me.Name && t.Round == p.w.Round {
+			mine = append(mine, t)
+		}
+	}
+	if len(mine) == 0 || p.cfg.Watch {
+		return
+	}
+	p.republished++
+	t := mine[p.republished%len(mine)]
+	p.publish(message{Type: "got", Take: &t})
 }
 
 // roundStarted is when this player entered round r, as far as the grace
@@ -483,19 +604,18 @@ func (p *Player) claimWin(round, score int) {
 	defer cancel()
 	lease, err := p.node.TryAcquire(ctx, fmt.Sprintf("win/%d", round))
 	p.mu.Lock()
+	if lease != nil {
+		p.wins = append(p.wins, lease) // released when the game ends
+	}
 	if err != nil || p.w.Round != round {
 		if err != nil && !errors.Is(err, mcnode.ErrLocked) && p.w.Round == round {
 			p.winning = false // not refused, only not answered: ask again
 		}
 		p.mu.Unlock()
-		if lease != nil {
-			p.wins = append(p.wins, lease)
-		}
 		return
 	}
 	// The lock is kept: a player who reaches the target late, or missed
 	// the news, finds it taken.
-	p.wins = append(p.wins, lease)
 	p.me.Wins++
 	win := Win{Round: round, Player: p.me.Name, Score: score}
 	p.publish(message{Type: "win", Win: &win})

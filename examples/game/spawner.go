@@ -48,15 +48,23 @@ func (p *Player) spawn(lease mcnode.Lease) {
 		p.mu.Lock()
 		if !p.stopped {
 			for len(p.w.PowerUps)+len(p.w.Picking) < InPlay {
+				x, y, ok := p.freeCell()
+				if !ok {
+					break // the arena is full
+				}
 				seq++
-				pu := PowerUp{ID: fmt.Sprintf("%d.%d", lease.Token(), seq), Kind: p.kind(), Round: p.w.Round}
-				pu.X, pu.Y = p.freeCell()
+				pu := PowerUp{ID: fmt.Sprintf("%d.%d", lease.Token(), seq), Kind: p.kind(), X: x, Y: y, Round: p.w.Round}
 				p.w.PowerUps[pu.ID], p.known[pu.ID] = pu, pu
 				events = append(events, Event{Kind: "spawn", Player: p.me.Name, PowerUp: pu.ID, Of: pu.Kind})
 			}
 			list := slices.Collect(maps.Values(p.w.PowerUps))
 			slices.SortFunc(list, func(a, b PowerUp) int { return strings.Compare(a.ID, b.ID) })
-			p.publish(message{Type: "spawn", Round: p.w.Round, PowerUps: list, Back: returned})
+			// The last round's win rides along, for a node that missed it.
+			var last *Win
+			if n := len(p.w.Wins); n > 0 {
+				last = &p.w.Wins[n-1]
+			}
+			p.publish(message{Type: "spawn", Round: p.w.Round, PowerUps: list, Back: returned, Win: last})
 		}
 		for _, id := range returned {
 			events = append(events, Event{Kind: "back", Player: p.me.Name, PowerUp: id, Of: p.known[id].Kind})
@@ -75,16 +83,33 @@ func (p *Player) spawn(lease mcnode.Lease) {
 	}
 }
 
-// reclaimable lists the power-ups being picked up by a player that is gone;
-// called with p.mu held.
+// reclaimable lists the power-ups whose pickers are gone, gave them up,
+// or no longer report picking them up: each goes back into play once this
+// node can take its lock (takeBack). Called with p.mu held.
 func (p *Player) reclaimable() []PowerUp {
 	var out []PowerUp
+	candidate := func(id string) {
+		pu, known := p.known[id]
+		if _, done := p.w.taken(id); known && !done {
+			out = append(out, pu)
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(p.w.Picking)) {
 		who := p.w.Picking[id]
 		s, ok := p.w.Players[who]
-		pu, known := p.known[id]
-		if who != p.me.Name && known && (!ok || s.gone) {
-			out = append(out, pu)
+		switch {
+		case who == p.me.Name:
+		case !ok || s.gone:
+			candidate(id)
+		case s.Picking != id && s.at.After(p.pickedAt[id].Add(2*StateEvery)):
+			// Its reports since have not shown it picking this up: its
+			// report that it gave up was lost.
+			candidate(id)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(p.dropped)) {
+		if _, picking := p.w.Picking[id]; !picking {
+			candidate(id)
 		}
 	}
 	return out
@@ -106,6 +131,7 @@ func (p *Player) takeBack(pu PowerUp) bool {
 		return false
 	}
 	delete(p.w.Picking, pu.ID)
+	delete(p.dropped, pu.ID)
 	p.w.PowerUps[pu.ID] = pu
 	return true
 }
@@ -122,16 +148,27 @@ func (p *Player) kind() Kind {
 	return Points
 }
 
-// freeCell draws a cell with no power-up and no player on it; called with
-// p.mu held.
-func (p *Player) freeCell() (int, int) {
-	for {
-		x, y := p.rng.Intn(Width), p.rng.Intn(Height)
-		if _, ok := p.w.at(x, y); ok || x == p.me.X && y == p.me.Y {
-			continue
+// freeCell draws a cell with no power-up and no player on it, and false if
+// there is none; called with p.mu held.
+func (p *Player) freeCell() (int, int, bool) {
+	taken := map[[2]int]bool{{p.me.X, p.me.Y}: true}
+	for _, pu := range p.w.PowerUps {
+		taken[[2]int{pu.X, pu.Y}] = true
+	}
+	for _, s := range p.w.Players {
+		if !s.gone {
+			taken[[2]int{s.X, s.Y}] = true
 		}
-		if !slices.ContainsFunc(slices.Collect(maps.Values(p.w.Players)), func(s *seen) bool { return s.X == x && s.Y == y }) {
-			return x, y
+	}
+	if len(taken) >= Width*Height {
+		return 0, 0, false
+	}
+	for {
+		// At most MaxPlayers+InPlay+1 of the cells are taken: a draw
+		// finds a free one nine times in ten.
+		x, y := p.rng.Intn(Width), p.rng.Intn(Height)
+		if !taken[[2]int{x, y}] {
+			return x, y, true
 		}
 	}
 }

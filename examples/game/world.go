@@ -33,6 +33,10 @@ var (
 	OutFor = 4 * time.Second
 	// Grace is how long a player keeps the locks of a round that is over.
 	Grace = 3 * time.Second
+	// ConsumeMargin is how much of its lease a player must have left to
+	// consume what it picked up (multicast mode: quorum locks do not
+	// expire).
+	ConsumeMargin = 500 * time.Millisecond
 )
 
 // Kind is a power-up's kind.
@@ -112,7 +116,7 @@ type Win struct {
 
 // message is one application state update on the topic "game".
 type message struct {
-	Type     string    `json:"t"` // state, spawn, pick, got, win, bye
+	Type     string    `json:"t"` // state, spawn, pick, got, drop, win, bye
 	State    *State    `json:"s,omitempty"`
 	Round    int       `json:"r,omitempty"`
 	PowerUps []PowerUp `json:"p,omitempty"`
@@ -121,29 +125,90 @@ type message struct {
 	Win      *Win      `json:"win,omitempty"`
 	Player   string    `json:"pl,omitempty"`
 	ID       string    `json:"id,omitempty"`
+	Token    uint64    `json:"tok,omitempty"` // pick: the lock's fencing token
 }
 
-// MaxName is the longest player name, in bytes.
-const MaxName = 32
+// speaker is the player a message speaks for ("" for a spawn list, which
+// whoever holds the spawner lock sends).
+func (m message) speaker() string {
+	switch {
+	case m.Type == "state" && m.State != nil:
+		return m.State.Name
+	case m.Type == "got" && m.Take != nil:
+		return m.Take.Player
+	case m.Type == "win" && m.Win != nil:
+		return m.Win.Player
+	case m.Type == "spawn":
+		return ""
+	}
+	return m.Player
+}
+
+// round is the latest round a message speaks of.
+func (m message) round() int {
+	r := m.Round
+	if m.State != nil {
+		r = max(r, m.State.Round)
+	}
+	if m.Take != nil {
+		r = max(r, m.Take.Round)
+	}
+	if m.Win != nil {
+		r = max(r, m.Win.Round)
+	}
+	return r
+}
+
+// Bounds on what the game keeps and takes from others.
+const (
+	// MaxName is the longest player name.
+	MaxName = 16
+	// MaxPlayers bounds the players a node keeps track of.
+	MaxPlayers = 64
+	// MaxRecord bounds the takes and wins a node records (the oldest go).
+	MaxRecord = 10000
+	// maxAhead is how many rounds ahead of this node another may be and
+	// still be believed: a node may have missed a win or two, not a
+	// thousand.
+	maxAhead = 8
+)
+
+// ValidName reports whether name can be a player's: 1 to MaxName
+// letters, digits, '-', '_' or '.', so that it draws as one cell per
+// character and carries nothing a terminal would act on.
+func ValidName(name string) bool {
+	if name == "" || len(name) > MaxName {
+		return false
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
 
 // valid reports whether a message received can be applied: every cell in
-// the arena, every name short, the lists bounded. Another player's update
-// is input like any other: one out of bounds must not crash the screen.
+// the arena, every name valid, the rounds and lists bounded. Another
+// player's update is input like any other: none may crash or stall a node.
 func (m message) valid() bool {
 	inArena := func(x, y int) bool { return x >= 0 && x < Width && y >= 0 && y < Height }
-	name := func(s string) bool { return len(s) <= MaxName }
+	id := func(s string) bool { return len(s) <= 64 }
+	const maxRound = 1 << 30
 	switch {
-	case m.Round < 0 || len(m.PowerUps) > 4*InPlay || len(m.Back) > 4*InPlay || !name(m.Player) || len(m.ID) > 64:
+	case m.Round < 0 || m.Round > maxRound || len(m.PowerUps) > 4*InPlay || len(m.Back) > 4*InPlay || !id(m.ID):
 		return false
-	case m.State != nil && (!inArena(m.State.X, m.State.Y) || m.State.Name == "" || !name(m.State.Name) || m.State.Round < 0):
+	case m.Player != "" && !ValidName(m.Player):
 		return false
-	case m.Take != nil && (!name(m.Take.Player) || len(m.Take.ID) > 64):
+	case m.State != nil && (!inArena(m.State.X, m.State.Y) || !ValidName(m.State.Name) || m.State.Round < 0 || m.State.Round > maxRound):
 		return false
-	case m.Win != nil && !name(m.Win.Player):
+	case m.Take != nil && (!ValidName(m.Take.Player) || !id(m.Take.ID) || m.Take.Round < 0 || m.Take.Round > maxRound):
+		return false
+	case m.Win != nil && (!ValidName(m.Win.Player) || m.Win.Round < 1 || m.Win.Round > maxRound):
 		return false
 	}
 	for _, p := range m.PowerUps {
-		if !inArena(p.X, p.Y) || len(p.ID) > 64 {
+		if !inArena(p.X, p.Y) || !id(p.ID) || p.Round < 0 || p.Round > maxRound {
 			return false
 		}
 	}
@@ -163,6 +228,7 @@ type seen struct {
 	State
 	at   time.Time
 	gone bool
+	from uint64 // the node that speaks for this player (mcnode.Update.From)
 }
 
 // mark is a note shown on the arena for a while ("taken by P3").
@@ -198,16 +264,29 @@ func (w *World) taken(id string) (Take, bool) {
 	return Take{}, false
 }
 
-// recordTake adds a take unless this very one is known already; a second,
-// different take of one power-up is kept, for the checks to find.
-func (w *World) recordTake(t Take) bool {
-	if slices.Contains(w.Takes, t) {
-		return false
+// recordTake records a power-up consumed. Of two takes of one power-up
+// the one with the higher fencing token stands: its taker held the lock
+// after the other's lease ran out (the other was cut off or paused, and
+// loses what it held). It returns whether t now stands, and the take it
+// replaced, if any.
+func (w *World) recordTake(t Take) (stands bool, replaced *Take) {
+	for i, old := range w.Takes {
+		if old.ID != t.ID {
+			continue
+		}
+		if t.Token <= old.Token {
+			return t == old, nil
+		}
+		w.Takes[i] = t
+		return true, &old
 	}
 	w.Takes = append(w.Takes, t)
+	if len(w.Takes) > MaxRecord {
+		w.Takes = w.Takes[len(w.Takes)-MaxRecord:]
+	}
 	delete(w.PowerUps, t.ID)
 	delete(w.Picking, t.ID)
-	return true
+	return true, nil
 }
 
 // spawnList applies a spawner's list of the power-ups in play.
