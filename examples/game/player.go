@@ -133,8 +133,8 @@ type Player struct {
 	// republished counts this player's takes republished, one a report,
 	// so that a lost report of a take does no lasting harm.
 	republished int
-	stopped  bool
-	roundAt  map[int]time.Time // when this player entered each round
+	stopped     bool
+	roundAt     map[int]time.Time // when this player entered each round
 	// sentBefore is what the node had sent when the game started: its
 	// joining is not the game's traffic.
 	sentBefore [2]uint64
