@@ -85,7 +85,8 @@ func newApp() *cli.App {
 		Usage: "distributed locks for a LAN over IP multicast (rotating-arbiter mutual exclusion)",
 		Description: "Nodes join a multicast group and share named locks. One member at a time is the\n" +
 			"server; it grants locks by multicasting its decisions, and the role rotates.\n" +
-			"Every flag can also be set by the environment variable shown with it.",
+			"Every flag can also be set by the environment variable shown with it, or, for\n" +
+			"the commands that talk to a group, in a --config file (docs/mcnode.toml).",
 		Commands: []*cli.Command{
 			withCommon(runCommand()),
 			withCommon(lockCommand()),
