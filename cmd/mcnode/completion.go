@@ -8,14 +8,15 @@ import (
 
 // The completion scripts ask mcnode itself for the words that fit (urfave/
 // cli's --generate-bash-completion), with the words typed so far. Never
-// once the line holds "--": after it come a command and its arguments
-// (mcnode lock NAME -- CMD), and urfave/cli would run the command rather
-// than complete it. There the shell completes file names as usual.
+// once the line holds "--", the word being completed included: after it
+// come a command and its arguments (mcnode lock NAME -- CMD), and
+// urfave/cli, seeing "--", would run the command rather than complete it.
+// There the shell completes file names as usual.
 const bashCompletion = `# mcnode completion for bash: source <(mcnode completion bash)
 _mcnode_complete() {
 	COMPREPLY=()
 	local cur=${COMP_WORDS[COMP_CWORD]} w
-	for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
+	for w in "${COMP_WORDS[@]:1:COMP_CWORD}"; do
 		[[ $w == -- ]] && return 0
 	done
 	local words
@@ -33,7 +34,7 @@ const zshCompletion = `#compdef mcnode
 # mcnode completion for zsh: source <(mcnode completion zsh)
 _mcnode() {
 	local cur=${words[CURRENT]} w
-	for w in "${(@)words[2,CURRENT-1]}"; do
+	for w in "${(@)words[2,CURRENT]}"; do
 		[[ $w == -- ]] && { _files; return }
 	done
 	local -a opts

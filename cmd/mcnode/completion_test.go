@@ -52,8 +52,14 @@ _mcnode_complete; echo "${COMPREPLY[*]}"`
 	if err := os.Remove(calls); err != nil {
 		t.Fatal(err)
 	}
-	if got := complete("mcnode", "lock", "x", "--", "touch", marker, ""); got != "" {
-		t.Errorf("completion after --: %q, want the shell's own", got)
+	for _, line := range [][]string{
+		{"mcnode", "lock", "x", "--", "touch", marker, ""},
+		{"mcnode", "lock", "x", "touch", "--"}, // completing "--" itself
+		{"mcnode", "lock", "x", "--"},
+	} {
+		if got := complete(line...); got != "" {
+			t.Errorf("completing %q: %q, want the shell's own", line, got)
+		}
 	}
 	b, _ := os.ReadFile(calls)
 	for _, call := range strings.Split(strings.TrimSpace(string(b)), "\n") {

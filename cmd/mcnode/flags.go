@@ -136,7 +136,7 @@ func timingFlags(c *cli.Context, cfg *group.Config, onlySet bool) error {
 		}
 	}
 	if (!onlySet || c.IsSet("rate-limit")) && cfg.RateLimit == 0 {
-		return usage("--rate-limit 0 would drop everything: give datagrams a second, or a negative number for no limit")
+		return usage("--rate-limit 0: give datagrams a second (default %d), or a negative number for no limit", group.DefaultRateLimit)
 	}
 	return nil
 }

@@ -119,9 +119,6 @@ func statusCommand() *cli.Command {
 			if c.Bool("watch") {
 				return watchStatus(c)
 			}
-			if c.IsSet("interval") {
-				return usage("--interval applies to --watch only")
-			}
 			v, err := fetchStatus(c)
 			var ee *exitError
 			if errors.As(err, &ee) {
@@ -154,8 +151,26 @@ func watchStatus(c *cli.Context) error {
 	tty := isatty.IsTerminal(os.Stdout.Fd()) && !c.Bool("json")
 	t := time.NewTicker(every)
 	defer t.Stop()
+	type answer struct {
+		v   *statusView
+		err error
+	}
 	for {
-		v, err := daemonStatus(socketPath(c))
+		// Asked aside, so that Ctrl-C ends the watch at once even while a
+		// stopped daemon keeps the question waiting.
+		ch := make(chan answer, 1)
+		go func() {
+			v, err := daemonStatus(socketPath(c))
+			ch <- answer{v, err}
+		}()
+		var v *statusView
+		var err error
+		select {
+		case a := <-ch:
+			v, err = a.v, a.err
+		case <-ctx.Done():
+			return nil
+		}
 		if errors.Is(err, errUnsafeSocketDir) {
 			return &exitError{code: 1, err: err}
 		}
@@ -188,15 +203,21 @@ func watchStatus(c *cli.Context) error {
 	}
 }
 
-// daemonStatus asks the local daemon for its status.
+// daemonStatus asks the local daemon for its status, and gives up on a
+// daemon that does not answer within statusTimeout (it is stopped, say).
 func daemonStatus(path string) (*statusView, error) {
 	d, err := dialDaemon(path)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
+	_ = d.conn.SetDeadline(time.Now().Add(statusTimeout))
 	return d.status()
 }
+
+// statusTimeout bounds a status question to the daemon, which answers
+// within a millisecond when it runs.
+const statusTimeout = 3 * time.Second
 
 // status asks the daemon for its status.
 func (d *daemonClient) status() (*statusView, error) {
@@ -220,6 +241,7 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 	}
 	if err == nil {
 		defer d.Close()
+		_ = d.conn.SetDeadline(time.Now().Add(statusTimeout))
 		return d.status()
 	}
 	log, err := logger(c)

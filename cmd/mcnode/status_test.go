@@ -70,3 +70,36 @@ func TestE2EStatusWatch(t *testing.T) {
 		t.Errorf("%d statuses then %d errors, want several of each:\n%s", views, errs, out.String())
 	}
 }
+
+// TestE2EStatusWatchStoppedDaemon: Ctrl-C ends `mcnode status --watch` at
+// once even while the daemon, stopped, leaves its question unanswered.
+func TestE2EStatusWatchStoppedDaemon(t *testing.T) {
+	c := newCluster(t, 1, 1)
+	c.waitMembers(0, 1)
+	daemon := c.daemons[0].Process
+	if err := daemon.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer daemon.Signal(syscall.SIGCONT)
+	cmd := c.mcnode(0, "status", "--watch", "--interval", "100ms", "--json")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("status --watch ended with %v: %s", err, out.String())
+		}
+	case <-time.After(time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("status --watch ignored Ctrl-C for a second while the daemon was stopped: %s", out.String())
+	}
+}
