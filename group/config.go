@@ -89,7 +89,7 @@ type Config struct {
 	// MaxDatagram is the largest datagram sent or accepted, in bytes.
 	MaxDatagram int
 	// RateLimit is how many datagrams a second one source address may send
-	// this node on average (bursts of a tenth of that pass); the rest are
+	// this node on average (a second's worth may come at once); the rest are
 	// dropped, counted as rate-limited, before they are opened or decoded.
 	// It must leave room for the busiest member: a server deciding at full
 	// speed. 0 is DefaultRateLimit; negative turns the limit off.

@@ -17,7 +17,17 @@ import (
 func TestFloodIsRateLimited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		net := memnet.New(3)
-		gs := joinAll(t, net, 3)
+		var gs []*group.Group
+		for range 3 {
+			cfg := memConfig(net)
+			cfg.RateLimit = 2000 // a second's worth, 2,000, may come at once
+			g, err := group.Join(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			gs = append(gs, g)
+		}
 		rogue := net.Endpoint()
 		defer rogue.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

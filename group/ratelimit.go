@@ -6,7 +6,10 @@ import (
 )
 
 // limiter is a token bucket per source address: each address may send rate
-// datagrams a second on average, burst at once. It is checked before
+// datagrams a second on average, and a second's worth at once: a member
+// sends its bursts unpaced (a state transfer to a newcomer is one datagram
+// per chunk, a thousand for a large state), and each retry of one would
+// meet the same cut. It is checked before
 // anything else is done with a datagram (opening it, decoding it), so that
 // one address flooding the group costs each member a map lookup per
 // datagram, not a decryption or a decode, and cannot crowd out the others.
@@ -30,7 +33,7 @@ type bucket struct {
 const maxSources = 4096
 
 func newLimiter(rate int) *limiter {
-	return &limiter{rate: float64(rate), burst: max(float64(rate)/10, 64), buckets: map[string]*list.Element{}, order: list.New()}
+	return &limiter{rate: float64(rate), burst: max(float64(rate), 64), buckets: map[string]*list.Element{}, order: list.New()}
 }
 
 // allow takes a token from source's bucket, and reports whether there was

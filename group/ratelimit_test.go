@@ -7,18 +7,18 @@ import (
 )
 
 func TestLimiterBucket(t *testing.T) {
-	l := newLimiter(1000) // burst 100
+	l := newLimiter(1000) // burst 1000
 	now := time.Unix(0, 0)
-	burst := func() (passed int) { // 500 datagrams from a:1 at once
-		for range 500 {
+	burst := func() (passed int) { // 5,000 datagrams from a:1 at once
+		for range 5000 {
 			if l.allow("a:1", now) {
 				passed++
 			}
 		}
 		return passed
 	}
-	if passed := burst(); passed != 100 {
-		t.Errorf("a burst of 500 at once: %d passed, want the burst of 100", passed)
+	if passed := burst(); passed != 1000 {
+		t.Errorf("a burst of 5,000 at once: %d passed, want the burst of 1,000", passed)
 	}
 	if !l.allow("b:1", now) {
 		t.Error("another source is limited by the first one's flood")
@@ -28,8 +28,8 @@ func TestLimiterBucket(t *testing.T) {
 		t.Errorf("after 50 ms at 1000/s: %d passed, want 50", passed)
 	}
 	now = now.Add(time.Hour)
-	if passed := burst(); passed != 100 {
-		t.Errorf("after an hour idle: %d passed, want no more than the burst of 100", passed)
+	if passed := burst(); passed != 1000 {
+		t.Errorf("after an hour idle: %d passed, want no more than the burst of 1,000", passed)
 	}
 }
 

@@ -86,7 +86,7 @@ func newApp() *cli.App {
 		Description: "Nodes join a multicast group and share named locks. One member at a time is the\n" +
 			"server; it grants locks by multicasting its decisions, and the role rotates.\n" +
 			"Every flag can also be set by the environment variable shown with it, or, for\n" +
-			"the commands that talk to a group, in a --config file (docs/mcnode.toml).",
+			"run, lock, status and keys, in a --config file (docs/mcnode.toml).",
 		Commands: []*cli.Command{
 			withCommon(runCommand()),
 			withCommon(lockCommand()),
@@ -104,12 +104,16 @@ func newApp() *cli.App {
 		HideHelpCommand:      true,
 		ExitErrHandler:       func(*cli.Context, error) {},
 	}
-	// Every command with the common flags takes them from --config too.
+	// Every command that talks to the configured group takes its flags from
+	// --config too; the demo and the game make groups of their own, which a
+	// shared config file (its group, interface, key) must not turn into the
+	// production group.
 	known := func() map[string]bool { return flagNamesOf(app.Commands) }
 	var configure func(cmds []*cli.Command)
 	configure = func(cmds []*cli.Command) {
 		for _, cmd := range cmds {
-			if slices.ContainsFunc(cmd.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), "group") }) {
+			if cmd.Name != "demo" && cmd.Name != "game" &&
+				slices.ContainsFunc(cmd.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), "group") }) {
 				withConfig(cmd, known)
 			}
 			configure(cmd.Subcommands)

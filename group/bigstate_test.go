@@ -1,0 +1,86 @@
+package group_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/group/memnet"
+)
+
+// A state transfer is one unpaced burst of chunks from one address: the
+// per-source rate limit must let a large one through (it once cut every
+// retry at the same chunk, and a newcomer to a group holding 22,000 locks
+// never joined).
+func bigStateJoin(t *testing.T, locks, rateLimit int) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(7)
+		var gs []*group.Group
+		for i := 0; i < 2; i++ {
+			cfg := memConfig(net)
+			cfg.RateLimit = rateLimit
+			g, err := group.Join(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs = append(gs, g)
+		}
+		defer func() {
+			for _, g := range gs {
+				g.Close()
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		pad := strings.Repeat("x", 110)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 256)
+		var mu sync.Mutex
+		var firstErr error
+		for i := 0; i < locks; i++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if _, err := gs[i%2].Acquire(ctx, fmt.Sprintf("%s-%06d", pad, i)); err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			t.Fatal(firstErr)
+		}
+		st, _ := gs[0].Status()
+		t.Logf("%d locks held in the group (%d resources in status)", locks, len(st.Resources))
+		cfg := memConfig(net)
+		cfg.RateLimit = rateLimit
+		jctx, jcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer jcancel()
+		g, err := group.Join(jctx, cfg)
+		if g != nil {
+			st, _ := g.Status()
+			t.Logf("newcomer: drops %v, snapshots %+v", st.Stats.Drops, st.Stats.Machine.Snapshots)
+			g.Close()
+		}
+		if err != nil {
+			t.Errorf("rate limit %d: a newcomer cannot join a group holding %d locks: %v", rateLimit, locks, err)
+		}
+	})
+}
+
+
+func TestLargeStateTransferPassesTheRateLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("22,000 locks")
+	}
+	bigStateJoin(t, 22000, 0)
+}
