@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,7 +15,10 @@ import (
 // it, the first being the one to seal with; blank lines and lines starting
 // with # are skipped. The file must be readable by its owner alone (mode
 // 0600 or stricter): a group key that others on the host can read protects
-// nothing.
+// nothing. One exception: a read-only file in the service's credentials
+// directory ($CREDENTIALS_DIRECTORY, systemd's LoadCredential), which
+// systemd gives the service's user with an access list, so that its group
+// bits show the list's mask (0440); nobody else can reach that directory.
 func LoadKeyFile(path string) ([]Key, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -25,7 +29,7 @@ func LoadKeyFile(path string) ([]Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal: key file: %w", err)
 	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+	if perm := info.Mode().Perm(); perm&0o007 != 0 || perm&0o070 != 0 && !(credential(path) && perm&0o222 == 0) {
 		return nil, fmt.Errorf("seal: key file %s has mode %04o: others can read it; chmod 600 %s", path, perm, path)
 	}
 	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != uint32(os.Getuid()) && st.Uid != 0 {
@@ -118,4 +122,15 @@ func ParseID(s string) (uint32, error) {
 		return 0, fmt.Errorf("seal: key ID %q is not 8 hex digits (see mcnode keys list)", s)
 	}
 	return uint32(id), nil
+}
+
+// credential reports whether path is a file of the credentials directory
+// systemd made for this service.
+func credential(path string) bool {
+	dir := os.Getenv("CREDENTIALS_DIRECTORY")
+	if dir == "" {
+		return false
+	}
+	abs, err := filepath.Abs(path)
+	return err == nil && filepath.Dir(abs) == filepath.Clean(dir)
 }

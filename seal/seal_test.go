@@ -421,3 +421,35 @@ func TestReplaceKeyFileAndParseID(t *testing.T) {
 		t.Error("a bad key ID was parsed")
 	}
 }
+
+// A read-only key in systemd's credentials directory, whose group bits show
+// the access list's mask (0440), is taken; the same mode elsewhere, or a
+// writable one there, or one others can read, is not.
+func TestKeyFileCredential(t *testing.T) {
+	creds, other := t.TempDir(), t.TempDir()
+	k := mustKey(t)
+	for _, d := range []string{creds, other} {
+		if err := WriteKeyFile(d+"/key", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("CREDENTIALS_DIRECTORY", creds)
+	for _, c := range []struct {
+		path string
+		mode os.FileMode
+		ok   bool
+	}{
+		{creds + "/key", 0o440, true},
+		{creds + "/key", 0o400, true},
+		{creds + "/key", 0o460, false},
+		{creds + "/key", 0o444, false},
+		{other + "/key", 0o440, false},
+	} {
+		if err := os.Chmod(c.path, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadKeyFile(c.path); (err == nil) != c.ok {
+			t.Errorf("%s mode %04o: %v, want ok=%v", c.path, c.mode, err, c.ok)
+		}
+	}
+}

@@ -127,6 +127,6 @@ func TestDocsExamples(t *testing.T) {
 		return
 	}
 	if level, _ := strconv.ParseFloat(string(m[1]), 64); level > 2 {
-		t.Errorf("the unit's exposure level is %s, want at most 2 (it was 1.4)", m[1])
+		t.Errorf("the unit's exposure level is %s, want at most 2 (it was 1.5)", m[1])
 	}
 }
