@@ -22,7 +22,7 @@ type keyRing interface {
 var (
 	errNoKeys = errors.New("this daemon has no group key: start it with --keyfile")
 	// errQuorumKeys: quorum mode's TLS links take their keys at start.
-	errQuorumKeys = errors.New("a quorum-mode daemon takes its keys when it starts: change its key file (a ring may hold the old and the new key while every node is restarted) and restart it")
+	errQuorumKeys = errors.New("a quorum-mode daemon takes its keys when it starts: change the key file on every node and restart the whole group (quorum mode takes back no restarted node)")
 )
 
 // keyRingOf returns the key ring of the daemon's node, once it has one.

@@ -112,8 +112,10 @@ func TestUnkeyedOrOtherKeyRefused(t *testing.T) {
 		{"same key", []seal.Key{k1}, []seal.Key{k1}, true},
 		{"other key", []seal.Key{k1}, []seal.Key{k2}, false},
 		{"no key on one side", []seal.Key{k1}, nil, false},
-		// During a rotation: each accepts the other's primary.
+		// Each accepts the other's first key: two rings that hold both.
 		{"rings that overlap", []seal.Key{k1, k2}, []seal.Key{k2, k1}, true},
+		// A node presents its first key only: a ring [k2, k1] against [k1].
+		{"first key unknown to the peer", []seal.Key{k2, k1}, []seal.Key{k1}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ls, peers := listeners(t, 2)
