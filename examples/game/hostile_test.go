@@ -195,16 +195,13 @@ func (n lossyNode) TryAcquire(ctx context.Context, name string) (mcnode.Lease, e
 	return ll, nil
 }
 
-// A picker that loses its lease mid-pickup, and plays on, drops the
-// power-up, which comes back into play.
-func TestDroppedPickupComesBack(t *testing.T) {
-	quick(t)
-	nodes := startNodes(t, mcnode.Multicast, 2)
-	s := must(New(nodes[0], Config{Name: "spawner", Seed: 1, Target: 1000}))
-	s.Start()
-	time.Sleep(time.Second) // s holds "spawner" and has spawned
-	a := must(New(lossyNode{nodes[1]}, Config{Name: "a", Seed: 2, Target: 1000}))
+// dropAndWatch: a, on node an, steps onto a power-up; once the spawner s
+// has heard the pick (the power-up left play), it reports whether the
+// power-up comes back into play within 6 s.
+func dropAndWatch(t *testing.T, an mcnode.Locker, s *Player) bool {
+	a := must(New(an, Config{Name: "a", Seed: 2, Target: 1000}))
 	a.Start()
+	defer a.Stop(time.Second)
 	var pu PowerUp
 	for deadline := time.Now().Add(5 * time.Second); pu.ID == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if ps := a.Snapshot().PowerUps; len(ps) > 0 {
@@ -222,19 +219,52 @@ func TestDroppedPickupComesBack(t *testing.T) {
 	}
 	a.mu.Unlock()
 	a.Move(dx, 0)
-	inPlay := false
-	for deadline := time.Now().Add(6 * time.Second); !inPlay && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	inPlay := func() bool {
 		for _, p := range s.Snapshot().PowerUps {
-			inPlay = inPlay || p.ID == pu.ID
+			if p.ID == pu.ID {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(3 * time.Second); inPlay() && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
+	if inPlay() {
+		t.Fatal("the spawner never heard the pick")
+	}
+	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if inPlay() {
+			return true
 		}
 	}
-	if !inPlay {
-		t.Errorf("power-up %s, dropped by a (lease lost, a still playing), did not come back into play", pu.ID)
+	return false
+}
+
+// A picker that gives a pickup up and plays on (its lease lost; its time
+// up, though not lost) lets the power-up come back into play; one that
+// consumes it does not (the check can fail).
+func TestDroppedPickupComesBack(t *testing.T) {
+	quick(t)
+	for _, c := range []struct {
+		name string
+		node func(mcnode.Locker) mcnode.Locker
+		back bool
+	}{
+		{"lease lost", func(l mcnode.Locker) mcnode.Locker { return lossyNode{l} }, true},
+		{"time up", func(l mcnode.Locker) mcnode.Locker { return pausedNode{l} }, true},
+		{"consumed", func(l mcnode.Locker) mcnode.Locker { return l }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nodes := startNodes(t, mcnode.Multicast, 2)
+			s := must(New(nodes[0], Config{Name: "spawner", Seed: 1, Target: 1000}))
+			s.Start()
+			defer s.Stop(time.Second)
+			time.Sleep(time.Second) // s holds "spawner" and has spawned
+			if back := dropAndWatch(t, c.node(nodes[1]), s); back != c.back {
+				t.Errorf("back into play: %v, want %v", back, c.back)
+			}
+		})
 	}
-	if r := a.Stop(time.Second); r.Scoreboard[0].Won != 0 {
-		t.Errorf("a consumed with its lease lost: %+v", r.Scoreboard)
-	}
-	s.Stop(time.Second)
 }
 
 // pausedLease is a lease whose holder was paused past it: its runtime has
@@ -322,4 +352,44 @@ func TestStaggeredStop(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	rest := StopAll(players[1:], 5*time.Second)
 	checkRecords(t, append([]Result{<-first}, rest...), 20)
+}
+
+// A spawn list speaks for nobody: it carries no win, and moves a player on
+// by one round at most.
+func TestSpawnListsMoveNoFurther(t *testing.T) {
+	nodes := startNodes(t, mcnode.Multicast, 1)
+	p := must(New(nodes[0], Config{Name: "me", Watch: true, Target: 50}))
+	p.receive(5, raw(message{Type: "spawn", Round: 1, Win: &Win{Round: 1, Player: "nobody", Score: 100}}))
+	if s := p.Snapshot(); s.Round != 1 || len(s.Wins) != 0 {
+		t.Errorf("a win in a spawn list moved the player to round %d, wins %+v", s.Round, s.Wins)
+	}
+	for range 10 {
+		p.receive(5, raw(message{Type: "spawn", Round: p.Snapshot().Round + maxAhead}))
+	}
+	if s := p.Snapshot(); s.Round != 1 {
+		t.Errorf("ten spawn lists moved the player to round %d", s.Round)
+	}
+	p.receive(5, raw(message{Type: "spawn", Round: 2}))
+	if s := p.Snapshot(); s.Round != 2 {
+		t.Errorf("a spawn list of the next round: round %d, want 2", s.Round)
+	}
+}
+
+// Players that left make room for new ones; one node speaks for one live
+// player only.
+func TestPlayerTable(t *testing.T) {
+	nodes := startNodes(t, mcnode.Multicast, 1)
+	p := must(New(nodes[0], Config{Name: "me", Watch: true}))
+	for i := range MaxPlayers {
+		p.receive(uint64(100+i), rawState(fmt.Sprintf("old%d", i), 1, 1, 1))
+		p.receive(uint64(100+i), raw(message{Type: "bye", Player: fmt.Sprintf("old%d", i)}))
+	}
+	p.receive(7, rawState("bob", 3, 3, 1)) // a new player, long after the others left
+	if s := p.Snapshot(); len(s.Others) != 1 || s.Others[0].Name != "bob" {
+		t.Errorf("all %d earlier players gone, a new one is not seen: others %+v", MaxPlayers, s.Others)
+	}
+	p.receive(7, rawState("bob2", 4, 4, 1)) // bob's node speaks for another name
+	if s := p.Snapshot(); len(s.Others) != 1 {
+		t.Errorf("one node speaks for two players: %+v", s.Others)
+	}
 }

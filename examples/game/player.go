@@ -254,9 +254,10 @@ func (p *Player) receive(from uint64, data []byte) {
 		s.State, s.at, s.gone = *m.State, time.Now(), false
 		p.catchUp(m.State.Round)
 	case "spawn":
-		p.catchUp(m.Round)
-		if m.Win != nil && m.Win.Score >= p.cfg.Target && p.applyWin(*m.Win) {
-			events = append(events, Event{Kind: "won", Player: m.Win.Player, Round: m.Win.Round, Score: m.Win.Score, Heard: true})
+		// A spawn list speaks for nobody: it may move this node on by one
+		// round (it missed the win), not more.
+		if m.Round == p.w.Round+1 {
+			p.catchUp(m.Round)
 		}
 		for _, pu := range m.PowerUps {
 			if pu.Round == p.w.Round {
@@ -298,9 +299,10 @@ func (p *Player) receive(from uint64, data []byte) {
 
 // speaksFor reports whether node from may speak for player who: the first
 // node heard for a name keeps it, until its player is gone; nobody speaks
-// for this player but itself. A state makes the player known (up to
-// MaxPlayers), other messages only speak for known players. Called with
-// p.mu held.
+// for this player but itself, and a node for one live player only. A state
+// makes the player known (up to MaxPlayers, the longest gone forgotten to
+// make room), other messages only speak for known players. Called with p.mu
+// held.
 func (p *Player) speaksFor(from uint64, who string, state bool) bool {
 	if who == p.me.Name {
 		if !p.clashed {
@@ -313,14 +315,45 @@ func (p *Player) speaksFor(from uint64, who string, state bool) bool {
 	switch {
 	case ok && s.from == from:
 		return true
-	case ok && s.gone && state:
+	case ok && s.gone && state && !p.speaking(from):
 		s.from = from // the player came back on another node, or rejoined
 		return true
-	case !ok && state && len(p.w.Players) < MaxPlayers:
+	case !ok && state && !p.speaking(from) && p.room():
 		p.w.Players[who] = &seen{from: from, gone: true}
 		return true
 	}
 	return false
+}
+
+// speaking reports whether node from speaks for a player that is not gone:
+// a node plays one player. Called with p.mu held.
+func (p *Player) speaking(from uint64) bool {
+	for _, s := range p.w.Players {
+		if s.from == from && !s.gone {
+			return true
+		}
+	}
+	return false
+}
+
+// room makes room for one more player if the table is full, forgetting the
+// player gone longest; it reports whether there is room. Called with p.mu
+// held.
+func (p *Player) room() bool {
+	if len(p.w.Players) < MaxPlayers {
+		return true
+	}
+	oldest := ""
+	for name, s := range p.w.Players {
+		if s.gone && (oldest == "" || s.at.Before(p.w.Players[oldest].at)) {
+			oldest = name
+		}
+	}
+	if oldest == "" {
+		return false
+	}
+	delete(p.w.Players, oldest)
+	return true
 }
 
 // retract undoes this player's take that a later holder of the power-up's
@@ -463,7 +496,6 @@ func (p *Player) pickUp(pu PowerUp) {
 		}
 	}
 	p.me.Picking = ""
-	p.held = append(p.held, heldLock{lease: lease, round: pu.Round})
 	if why != "" {
 		if p.w.Picking[pu.ID] == p.me.Name {
 			delete(p.w.Picking, pu.ID)
@@ -472,9 +504,13 @@ func (p *Player) pickUp(pu PowerUp) {
 		p.publish(message{Type: "drop", ID: pu.ID, Player: p.me.Name, Round: pu.Round})
 		p.publishState()
 		p.mu.Unlock()
+		// Given up, so let go: the spawner puts it back once it can take
+		// the lock (a lease lost already makes this a no-op).
+		_ = lease.Release()
 		p.event(Event{Kind: "drop", Player: p.me.Name, PowerUp: pu.ID, Of: pu.Kind, By: why})
 		return
 	}
+	p.held = append(p.held, heldLock{lease: lease, round: pu.Round})
 	dh, ds := pu.Kind.effect()
 	p.me.Health = min(p.me.Health+dh, MaxHealth)
 	p.me.Score += ds
@@ -565,10 +601,14 @@ func (p *Player) republishTake() {
 			mine = append(mine, t)
 		}
 	}
+	p.republished++
+	if n := len(p.w.Wins); n > 0 && p.w.Wins[n-1].Player == p.me.Name && p.w.Wins[n-1].Round == p.w.Round-1 && p.republished%4 == 0 {
+		w := p.w.Wins[n-1] // the round this player just won, for a node that missed it
+		p.publish(message{Type: "win", Win: &w})
+	}
 	if len(mine) == 0 || p.cfg.Watch {
 		return
 	}
-	p.republished++
 	t := mine[p.republished%len(mine)]
 	p.publish(message{Type: "got", Take: &t})
 }

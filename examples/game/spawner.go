@@ -59,12 +59,7 @@ func (p *Player) spawn(lease mcnode.Lease) {
 			}
 			list := slices.Collect(maps.Values(p.w.PowerUps))
 			slices.SortFunc(list, func(a, b PowerUp) int { return strings.Compare(a.ID, b.ID) })
-			// The last round's win rides along, for a node that missed it.
-			var last *Win
-			if n := len(p.w.Wins); n > 0 {
-				last = &p.w.Wins[n-1]
-			}
-			p.publish(message{Type: "spawn", Round: p.w.Round, PowerUps: list, Back: returned, Win: last})
+			p.publish(message{Type: "spawn", Round: p.w.Round, PowerUps: list, Back: returned})
 		}
 		for _, id := range returned {
 			events = append(events, Event{Kind: "back", Player: p.me.Name, PowerUp: id, Of: p.known[id].Kind})
