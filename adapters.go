@@ -26,7 +26,7 @@ func (l groupLocker) Publish(topic string, data []byte) error { return l.g.Publi
 
 func (l groupLocker) Subscribe(topic string) (<-chan Update, func()) {
 	in, cancel := l.g.Subscribe(topic)
-	return relay(in, cancel, func(u group.Update) Update { return Update{From: uint64(u.From), Topic: u.Topic, Data: u.Data} })
+	return relay(in, cancel, l.g.Done(), func(u group.Update) Update { return Update{From: uint64(u.From), Topic: u.Topic, Data: u.Data} })
 }
 
 func (l groupLocker) Status() (Status, error) {
@@ -78,7 +78,7 @@ func (l quorumLocker) Publish(topic string, data []byte) error { return l.n.Publ
 
 func (l quorumLocker) Subscribe(topic string) (<-chan Update, func()) {
 	in, cancel := l.n.Subscribe(topic)
-	return relay(in, cancel, func(u node.Update) Update { return Update{From: uint64(u.From), Topic: u.Topic, Data: u.Data} })
+	return relay(in, cancel, l.n.Done(), func(u node.Update) Update { return Update{From: uint64(u.From), Topic: u.Topic, Data: u.Data} })
 }
 
 func (l quorumLocker) Status() (Status, error) {
@@ -116,10 +116,10 @@ func (l quorumLocker) Close() error                { return l.n.Close() }
 // relay converts a runtime's update channel into this package's. It adds no
 // buffer and drops nothing: a subscriber that does not keep up fills the
 // runtime's buffer, which drops and counts what overflows. The result is
-// closed when the source is (the subscription or the node ended); the
-// returned cancel ends the subscription and stops the relay even if nobody
-// reads any more.
-func relay[U any](in <-chan U, cancel func(), conv func(U) Update) (<-chan Update, func()) {
+// closed when the source is (the subscription or the node ended); the relay
+// also ends when the node stops (done) or the returned cancel is called,
+// even if nobody reads any more.
+func relay[U any](in <-chan U, cancel func(), done <-chan struct{}, conv func(U) Update) (<-chan Update, func()) {
 	out := make(chan Update)
 	stop := make(chan struct{})
 	var once sync.Once
@@ -129,6 +129,8 @@ func relay[U any](in <-chan U, cancel func(), conv func(U) Update) (<-chan Updat
 			select {
 			case out <- conv(u):
 			case <-stop: // cancelled: the source closes soon; discard
+			case <-done:
+				return // the node stopped: nothing more will come
 			}
 		}
 	}()

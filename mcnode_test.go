@@ -3,6 +3,7 @@ package mcnode_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -149,6 +150,34 @@ func TestModesAgreeOnErrors(t *testing.T) {
 	for i, what := range []string{"empty topic", "128-byte topic", "129-byte topic", "1025 bytes of data"} {
 		if m, q := res[mcnode.Multicast][i], res[mcnode.Quorum][i]; (m == nil) != (q == nil) {
 			t.Errorf("%s: multicast %v, quorum %v", what, m, q)
+		}
+	}
+}
+
+// A subscriber that stops reading and never cancels leaves no goroutine
+// behind once the node stops.
+func TestAbandonedSubscriptionEndsWithTheNode(t *testing.T) {
+	for _, mode := range []mcnode.Mode{mcnode.Quorum, mcnode.Multicast} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		nodes := startGroup(ctx, mode, 2)
+		_, _ = nodes[0].Subscribe("") // abandoned
+		_ = nodes[1].Publish("t", []byte("x"))
+		time.Sleep(500 * time.Millisecond)
+		for _, n := range nodes {
+			n.Close()
+		}
+		cancel()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			buf := make([]byte, 1<<20)
+			n := strings.Count(string(buf[:runtime.Stack(buf, true)]), "mcnode.relay[")
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d relay goroutine(s) alive 5 s after the nodes closed", mode, n)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }

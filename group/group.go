@@ -899,6 +899,10 @@ func (g *Group) Members() []Member {
 	return m
 }
 
+// Done returns a channel that is closed when the node has stopped (Leave,
+// Close, or a failure).
+func (g *Group) Done() <-chan struct{} { return g.done }
+
 // Events returns the stream of events. It is buffered; events not read in
 // time are dropped (and counted in Stats), never block the node. It is
 // closed when the node stops.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,7 +60,9 @@ func (m *metrics) serve(addr string, log zerolog.Logger) (net.Listener, error) {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil}))
+	// A metric that cannot be gathered is left out of the scrape, not the
+	// scrape failed.
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -102,9 +105,13 @@ type collector struct{ ch chan<- prometheus.Metric }
 func (c collector) metric(t prometheus.ValueType, name, help string, v float64, labels ...string) {
 	var keys, values []string
 	for i := 0; i+1 < len(labels); i += 2 {
-		keys, values = append(keys, labels[i]), append(values, labels[i+1])
+		// A label value must be UTF-8 (a group or lock name may not be):
+		// one that is not would fail the whole scrape.
+		keys, values = append(keys, labels[i]), append(values, strings.ToValidUTF8(labels[i+1], "\uFFFD"))
 	}
-	c.ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, keys, nil), t, v, values...)
+	if m, err := prometheus.NewConstMetric(prometheus.NewDesc(name, help, keys, nil), t, v, values...); err == nil {
+		c.ch <- m
+	}
 }
 
 func (c collector) counter(name, help string, v uint64, labels ...string) {

@@ -138,3 +138,25 @@ func TestMetricsAddrRefused(t *testing.T) {
 		t.Errorf("a bad address: %v", err)
 	}
 }
+
+// A group name that is not UTF-8 does not fail the scrape.
+func TestMetricsOddGroupName(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lg, err := localgroup.Start(ctx, localgroup.Options{Mode: mcnode.Quorum, N: 2, Protocol: "ricart-agrawala", Name: "odd\xff", Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	j := &joining{}
+	var d locker = daemonNode{Locker: lg.Nodes[0]}
+	j.ready.Store(&d)
+	ml, err := newMetrics(j).serve("127.0.0.1:0", zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Close()
+	if m := scrape(t, "http://"+ml.Addr().String()+"/metrics"); m["mcnode_up"] != 1 {
+		t.Errorf("mcnode_up %v", m["mcnode_up"])
+	}
+}

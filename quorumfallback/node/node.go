@@ -214,6 +214,9 @@ func (n *Node) WaitConnected(ctx context.Context) error {
 	return nil
 }
 
+// Done returns a channel that is closed when the node has stopped.
+func (n *Node) Done() <-chan struct{} { return n.exited }
+
 // Close stops the node: leases are lost, waiters fail with ErrClosed, the
 // links close.
 func (n *Node) Close() error {

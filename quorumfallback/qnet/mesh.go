@@ -219,8 +219,10 @@ type Stats struct {
 type Mesh struct {
 	cfg Config
 	// tlsClient and tlsServer secure the links with the group keys (nil:
-	// plain TCP).
+	// plain TCP); handshakes bounds the accepted connections in their TLS
+	// handshake at once.
 	tlsClient, tlsServer *tls.Config
+	handshakes           chan struct{}
 	n                    int
 	ln                   net.Listener
 	log                  zerolog.Logger
@@ -291,19 +293,20 @@ func Listen(cfg Config) (*Mesh, error) {
 	}
 	n := len(cfg.Peers)
 	m := &Mesh{
-		cfg:       cfg,
-		tlsClient: tlsClient,
-		tlsServer: tlsServer,
-		n:         n,
-		ln:        ln,
-		log:       cfg.Logger.With().Int("self", cfg.Self).Logger(),
-		inbound:   make(chan Inbound, InboundBuffer),
-		peers:     make([]*peer, n),
-		closed:    make(chan struct{}),
-		conns:     map[net.Conn]struct{}{},
-		up:        make([]bool, n),
-		changed:   make(chan struct{}),
-		incoming:  make([]*inConn, n),
+		cfg:        cfg,
+		tlsClient:  tlsClient,
+		tlsServer:  tlsServer,
+		handshakes: make(chan struct{}, 2*len(cfg.Peers)+16),
+		n:          n,
+		ln:         ln,
+		log:        cfg.Logger.With().Int("self", cfg.Self).Logger(),
+		inbound:    make(chan Inbound, InboundBuffer),
+		peers:      make([]*peer, n),
+		closed:     make(chan struct{}),
+		conns:      map[net.Conn]struct{}{},
+		up:         make([]bool, n),
+		changed:    make(chan struct{}),
+		incoming:   make([]*inConn, n),
 
 		incarnations: make([]uint64, n),
 		incarnation:  rand.Uint64() | 1, // never 0, which means "none yet"
@@ -741,10 +744,22 @@ func (m *Mesh) serve(c net.Conn) {
 	defer m.wg.Done()
 	defer m.drop(c) // the connection as tracked: closing it ends a TLS one too
 	if m.tlsServer != nil {
+		// A handshake costs a goroutine, a socket and a key exchange for
+		// up to handshakeTimeout: a bounded number at once, so that
+		// strangers opening connections cannot exhaust them.
+		select {
+		case m.handshakes <- struct{}{}:
+		default:
+			m.unauthenticated.Add(1)
+			return
+		}
 		tc, err := m.secure(tls.Server(c, m.tlsServer))
+		<-m.handshakes
 		if err != nil {
-			if !m.isClosed() {
-				m.log.Warn().Err(err).Str("remote", c.RemoteAddr().String()).Msg("qnet: refused a connection that did not authenticate with the group key")
+			// 1, 2, 4, ...: a stream of strangers is news, each of them not.
+			if n := m.unauthenticated.Load(); !m.isClosed() && n&(n-1) == 0 {
+				m.log.Warn().Err(err).Str("remote", c.RemoteAddr().String()).Uint64("refused", n).
+					Msg("qnet: refused a connection that did not authenticate with the group key")
 			}
 			return
 		}
