@@ -77,7 +77,6 @@ func bigStateJoin(t *testing.T, locks, rateLimit int) {
 	})
 }
 
-
 func TestLargeStateTransferPassesTheRateLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("22,000 locks")
