@@ -112,6 +112,7 @@ func TestCrashMidPickup(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	players[3].cancel() // its node is gone: stop its goroutines
+	players[3].wg.Wait()
 	results := StopAll(players[:3], 5*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
