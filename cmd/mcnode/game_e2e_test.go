@@ -47,7 +47,7 @@ func gameOutput(t *testing.T, out []byte) ([]game.Event, gameEnd) {
 	return events, end
 }
 
-// TestE2EGameHeadless: `mcnode game --headless` with four bots, in each
+// TestE2EGameHeadless: `mcnode game --headless` with four bots for a minute, in each
 // mode, as a script would run it: it exits 0, every power-up is taken at
 // most once in every node's own record, every scoreboard is the same, and
 // the winner reached the target.
@@ -58,7 +58,7 @@ func TestE2EGameHeadless(t *testing.T) {
 				t.Skip("skipped: the multicast game makes a private network namespace; run `make test` as root")
 			}
 			t.Parallel()
-			args := []string{"game", "--headless", "--json", "--bots", "4", "--duration", "30s", "--seed", "1", "--target", "60", "--mode", mode}
+			args := []string{"game", "--headless", "--json", "--bots", "4", "--duration", "60s", "--seed", "1", "--target", "100", "--mode", mode}
 			if mode == modeQuorum {
 				args = append(args, "--algo", "maekawa", "--coterie", "grid")
 			}
@@ -78,7 +78,7 @@ func TestE2EGameHeadless(t *testing.T) {
 				t.Errorf("%d records, want one per bot", len(end.Nodes))
 			}
 			if end.Winner == nil || end.Winner.Wins == 0 || len(end.Nodes[0].Wins) == 0 {
-				t.Errorf("no winner in 30 s at target 60: %+v", end.Scoreboard)
+				t.Errorf("no winner in 60 s at target 100: %+v", end.Scoreboard)
 			} else if !strings.Contains(string(out), `"event":"win"`) {
 				t.Error("a round was won and no win event was printed")
 			}
