@@ -441,12 +441,7 @@ func TestStrangerOperationsForTheNextIDAreDropped(t *testing.T) {
 func TestPlantedDecisionsDoNotStopRepair(t *testing.T) {
 	s := newGroup(t, 3, 41, nil)
 	srv, next := successor(t, s)
-	var third *simtest.Host
-	for _, h := range s.Hosts {
-		if h != srv && h != next {
-			third = h
-		}
-	}
+	third := otherThan(s, srv, next)
 	h := memberHeader(srv)
 	h.From, h.Inc = 4, 0xbad // the next ID: a member admitted by a decision it lacks, for all it knows
 	at := srv.Node.T()

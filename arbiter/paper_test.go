@@ -325,6 +325,16 @@ func TestSection33NoResponseOnTheLastTimestamp(t *testing.T) {
 
 // successor waits until there is a server and returns it and its backup,
 // the member its turn goes to.
+// otherThan returns a host that is none of those given.
+func otherThan(s *simtest.Sim, not ...*simtest.Host) *simtest.Host {
+	for _, h := range s.Hosts {
+		if !slices.Contains(not, h) {
+			return h
+		}
+	}
+	return nil
+}
+
 func successor(t *testing.T, s *simtest.Sim) (srv, next *simtest.Host) {
 	t.Helper()
 	waitUntil(t, s, 100, "a server with a backup", func() bool {
@@ -345,12 +355,7 @@ func successor(t *testing.T, s *simtest.Sim) (srv, next *simtest.Host) {
 func TestSection42LostSyncRecovered(t *testing.T) {
 	s := newGroup(t, 3, 17, nil)
 	srv, nx := successor(t, s)
-	var third *simtest.Host
-	for _, h := range s.Hosts {
-		if h != srv && h != nx {
-			third = h
-		}
-	}
+	third := otherThan(s, srv, nx)
 	lost := 0
 	s.Opt.Drop = func(d *simtest.Datagram) bool {
 		if d.From == srv.Index && d.To == nx.Index && d.Has(wire.KindSync) {

@@ -479,7 +479,7 @@ func (g *Group) run() {
 func (g *Group) receive(p Packet) {
 	g.stats.Received++
 	g.stats.ReceivedBytes += uint64(len(p.Data))
-	if g.limiter != nil && !g.limiter.allow(p.Source, g.clock.Now()) {
+	if g.limiter != nil && !g.limiter.allow(p.Source, arrival(p)) {
 		g.stats.RateLimited++
 		if g.stats.RateLimited&(g.stats.RateLimited-1) == 0 { // 1, 2, 4, ...: a flood is news, each datagram of it is not
 			g.log.Warn().Str("from", p.Source).Uint64("dropped", g.stats.RateLimited).Msg("a source sends faster than the rate limit: dropping what exceeds it")
@@ -525,6 +525,15 @@ func (g *Group) receive(p Packet) {
 			return
 		}
 	}
+}
+
+// arrival is when the transport read a datagram (the rate limit's clock:
+// read once per batch by the reader, not again per datagram here).
+func arrival(p Packet) time.Time {
+	if p.Received.IsZero() {
+		return time.Now() // a transport that does not say
+	}
+	return p.Received
 }
 
 // open authenticates and decrypts a datagram with the group key, in place,

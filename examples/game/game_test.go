@@ -193,3 +193,117 @@ func TestHostileUpdates(t *testing.T) {
 		t.Errorf("a sound state was not applied: %+v", s.Others)
 	}
 }
+
+// The take record stays bounded, and its index right, past MaxRecord.
+func TestTakeRecordBounded(t *testing.T) {
+	w := newWorld()
+	for i := range MaxRecord + 5 {
+		w.recordTake(Take{ID: fmt.Sprint(i), Player: "a", Token: uint64(i + 1)})
+	}
+	if len(w.Takes) > MaxRecord {
+		t.Errorf("%d takes kept, want at most %d", len(w.Takes), MaxRecord)
+	}
+	for _, id := range []string{"0", fmt.Sprint(MaxRecord/10 - 1)} {
+		if _, ok := w.taken(id); ok {
+			t.Errorf("take %s, among the oldest, is still known", id)
+		}
+	}
+	for _, i := range []int{MaxRecord / 10, MaxRecord + 4} {
+		if tk, ok := w.taken(fmt.Sprint(i)); !ok || tk.Token != uint64(i+1) {
+			t.Errorf("take %d: %+v %v", i, tk, ok)
+		}
+	}
+	if stands, replaced := w.recordTake(Take{ID: fmt.Sprint(MaxRecord), Player: "b", Token: 1 << 40}); !stands || replaced == nil || replaced.Player != "a" {
+		t.Errorf("a later holder's take after trimming: stands %v, replaced %+v", stands, replaced)
+	}
+}
+
+// TestSpawnerCrash: the node that holds the spawner lock (the game's one
+// decider) stops dead. The group reclaims the lock, another player's
+// waiting Acquire gets it, and power-ups keep appearing, with IDs the dead
+// spawner never used (a higher fencing token).
+func TestSpawnerCrash(t *testing.T) {
+	quick(t)
+	nodes := startNodes(t, mcnode.Multicast, 3)
+	var (
+		mu      sync.Mutex
+		first   string // the first spawner
+		crashed bool
+		after   []string // IDs spawned after the crash, and by whom
+		got     int      // power-ups consumed after the crash
+	)
+	var players []*Player
+	for i, n := range nodes {
+		players = append(players, must(New(n, Config{Name: fmt.Sprintf("bot%d", i+1), Bot: true, Seed: int64(i), Target: 1000,
+			OnEvent: func(e Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case e.Kind == "spawn" && first == "":
+					first = e.Player
+				case e.Kind == "spawn" && crashed:
+					after = append(after, e.Player+" "+e.PowerUp)
+				case e.Kind == "got" && crashed:
+					got++
+				}
+			}})))
+	}
+	for _, p := range players {
+		p.Start()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		f := first
+		mu.Unlock()
+		if f != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nobody spawned")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	var dead int
+	for i, p := range players {
+		if p.Name() == first {
+			dead = i
+		}
+	}
+	spawned := players[dead].Snapshot().PowerUps
+	nodes[dead].Close() // kill -9: no leave, no release of the spawner lock
+	players[dead].cancel()
+	players[dead].wg.Wait()
+	mu.Lock()
+	crashed = true // from here on, the dead player tells nothing
+	mu.Unlock()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		done := len(after) > 0 && got >= 2
+		mu.Unlock()
+		if done {
+			break
+		}
+	}
+	var rest []*Player
+	for i, p := range players {
+		if i != dead {
+			rest = append(rest, p)
+		}
+	}
+	results := StopAll(rest, 5*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(after) == 0 || got < 2 {
+		t.Fatalf("after the spawner %s died: spawned %v, %d consumed", first, after, got)
+	}
+	for _, s := range after {
+		for _, old := range spawned {
+			if strings.HasSuffix(s, " "+old.ID) {
+				t.Errorf("the new spawner reused the dead one's ID %s", old.ID)
+			}
+		}
+	}
+	checkRecords(t, results, 1000)
+}

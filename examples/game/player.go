@@ -127,9 +127,9 @@ type Player struct {
 	// the spawner puts them back once it can take their locks.
 	pickedAt map[string]time.Time
 	dropped  map[string]bool
-	// clashed: another node speaks for this player's name (two players
-	// chose one name); clash: not reported yet.
-	clashed, clash bool
+	// clashed: another node spoke for this player's name (two players
+	// chose one name), and the player was told.
+	clashed bool
 	// republished counts this player's takes republished, one a report,
 	// so that a lost report of a take does no lasting harm.
 	republished int
@@ -238,11 +238,12 @@ func (p *Player) receive(from uint64, data []byte) {
 			p.event(e)
 		}
 	}()
-	if who := m.speaker(); who != "" && !p.speaksFor(from, who, m.Type == "state") || m.round() > p.w.Round+maxAhead {
-		if p.clash {
-			p.clash = false
-			events = append(events, Event{Kind: "clash", Player: p.me.Name, Heard: true})
-		}
+	who := m.speaker()
+	if who == p.me.Name && !p.clashed {
+		p.clashed = true
+		events = append(events, Event{Kind: "clash", Player: p.me.Name, Heard: true})
+	}
+	if who != "" && !p.speaksFor(from, who, m.Type == "state") || m.round() > p.w.Round+maxAhead {
 		return
 	}
 	switch m.Type {
@@ -305,10 +306,6 @@ func (p *Player) receive(from uint64, data []byte) {
 // held.
 func (p *Player) speaksFor(from uint64, who string, state bool) bool {
 	if who == p.me.Name {
-		if !p.clashed {
-			p.clashed = true
-			p.clash = true
-		}
 		return false
 	}
 	s, ok := p.w.Players[who]

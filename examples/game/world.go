@@ -248,18 +248,17 @@ type World struct {
 	Wins     []Win
 	Players  map[string]*seen // the others
 	marks    []mark
+	took     map[string]int // power-up ID -> its take's place in Takes
 }
 
 func newWorld() *World {
-	return &World{Round: 1, PowerUps: map[string]PowerUp{}, Picking: map[string]string{}, Players: map[string]*seen{}}
+	return &World{Round: 1, PowerUps: map[string]PowerUp{}, Picking: map[string]string{}, Players: map[string]*seen{}, took: map[string]int{}}
 }
 
 // taken reports whether this node knows the power-up to be consumed.
 func (w *World) taken(id string) (Take, bool) {
-	for _, t := range w.Takes {
-		if t.ID == id {
-			return t, true
-		}
+	if i, ok := w.took[id]; ok {
+		return w.Takes[i], true
 	}
 	return Take{}, false
 }
@@ -270,19 +269,24 @@ func (w *World) taken(id string) (Take, bool) {
 // loses what it held). It returns whether t now stands, and the take it
 // replaced, if any.
 func (w *World) recordTake(t Take) (stands bool, replaced *Take) {
-	for i, old := range w.Takes {
-		if old.ID != t.ID {
-			continue
-		}
+	if i, ok := w.took[t.ID]; ok {
+		old := w.Takes[i]
 		if t.Token <= old.Token {
 			return t == old, nil
 		}
 		w.Takes[i] = t
 		return true, &old
 	}
+	w.took[t.ID] = len(w.Takes)
 	w.Takes = append(w.Takes, t)
 	if len(w.Takes) > MaxRecord {
-		w.Takes = w.Takes[len(w.Takes)-MaxRecord:]
+		// The oldest tenth goes at once, so that the index is rebuilt
+		// once per MaxRecord/10 takes, not at each.
+		w.Takes = slices.Clone(w.Takes[MaxRecord/10:])
+		clear(w.took)
+		for i, k := range w.Takes {
+			w.took[k.ID] = i
+		}
 	}
 	delete(w.PowerUps, t.ID)
 	delete(w.Picking, t.ID)
