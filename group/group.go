@@ -104,7 +104,15 @@ const (
 
 // Group is one node's membership in a group: the runtime that drives the
 // rotating-arbiter state machine over a transport. It is safe for concurrent
-// use; every call is served by one goroutine that owns the machine.
+// use.
+//
+// The machine is stepped under one lock (mu) by whichever goroutine has the
+// work: the caller of Acquire or Release, the transport's reader for what
+// arrives, a ticker for time. Nothing is handed to another goroutine on the
+// way from a datagram to the decision it causes, nor from a call to the
+// datagram it sends: each hand-over is a goroutine wake-up, which on a busy
+// host costs more than the protocol's own work. The one hand-over left on
+// the way to a grant is the waiting caller's own wake-up.
 type Group struct {
 	cfg   Config
 	log   zerolog.Logger
@@ -113,13 +121,15 @@ type Group struct {
 	clock Clock
 	id    uint64 // wire.GroupID(cfg.Name)
 
-	ops    chan func()
-	stop   chan struct{}
-	done   chan struct{}
-	closer sync.Once
-	events chan Event
+	stop    chan struct{} // closed when the node stops: ends the ticker and the pump
+	done    chan struct{} // closed once it has stopped
+	closer  sync.Once
+	workers sync.WaitGroup // the ticker and the pump
+	events  chan Event
 
-	// Owned by the loop goroutine.
+	// mu guards everything below, and the machine.
+	mu      sync.Mutex
+	stopped bool
 	node    *arbiter.Node
 	joinErr chan error // the first join's outcome
 	left    chan struct{}
@@ -136,8 +146,8 @@ type Group struct {
 	savedAt time.Time
 	// toSave carries timestamps to the goroutine that writes them to
 	// cfg.TimestampFile (nil without one), the newest only: the write
-	// syncs the file, and a slow disk must not stall the node's loop in
-	// the middle of a takeover. saved is closed when that goroutine ends.
+	// syncs the file, and a slow disk must not stall the machine in the
+	// middle of a takeover. saved is closed when that goroutine ends.
 	toSave chan uint64
 	saved  chan struct{}
 	// aboveSeen is the timestamp read from cfg.TimestampFile when a group
@@ -269,7 +279,6 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		codec:   codec,
 		clock:   cfg.Clock,
 		id:      wire.GroupID(cfg.Name),
-		ops:     make(chan func()),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		events:  make(chan Event, 1024),
@@ -300,7 +309,7 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		g.toSave, g.saved = make(chan uint64, 1), make(chan struct{})
 		go g.saveTimestamps()
 	}
-	go g.run()
+	g.run()
 	select {
 	case err := <-g.joinErr:
 		if err != nil {
@@ -400,8 +409,8 @@ func (g *Group) persistT(now bool) {
 	g.savedT, g.savedAt = t, g.clock.Now()
 }
 
-// saveTimestamps writes the timestamps persistT hands over, until the loop
-// ends and closes toSave.
+// saveTimestamps writes the timestamps persistT hands over, until the node
+// stops and closes toSave.
 func (g *Group) saveTimestamps() {
 	defer close(g.saved)
 	for t := range g.toSave {
@@ -411,68 +420,135 @@ func (g *Group) saveTimestamps() {
 	}
 }
 
-// run is the node's goroutine: it alone touches the state machine.
+// run starts the node: the ticker, and the delivery of what arrives.
 func (g *Group) run() {
-	defer close(g.done)
-	defer g.closeStreams()
-	defer func() {
-		g.persistT(true)
-		if g.toSave != nil {
-			close(g.toSave)
-			<-g.saved // the last timestamp is on disk when Close returns
-		}
-	}()
+	g.locked(func() {}) // what the new machine has to send at once
+	g.workers.Add(2)
+	go g.tick()
+	go g.pump()
+	if d, ok := g.tr.(DirectTransport); ok {
+		d.SetHandler(g.deliver)
+	}
+}
+
+// tick gives the machine its time until the node stops.
+func (g *Group) tick() {
+	defer g.workers.Done()
 	ticker := g.clock.NewTicker(g.cfg.Tick)
 	defer ticker.Stop()
-	packets := g.tr.Packets()
-	// The machine's time is the number of ticks since start, taken from the
-	// monotonic clock: a ticker drops ticks when the loop stalls or the
-	// process is paused, and a lease counted in dropped ticks would run slow
-	// (the unsafe way). Time catches up before anything else is handled.
-	catchUp := func() {
-		// In one step: after a stall the machine must see the time it is,
-		// not relive the ticks it missed (see arbiter.Node.TickBy).
-		if due := int64(g.clock.Now().Sub(g.start) / g.cfg.Tick); due > g.ticked {
-			g.node.TickBy(uint64(due - g.ticked))
-			g.ticked = due
-		}
-	}
-	g.flush()
 	for {
 		select {
 		case <-g.stop:
 			return
 		case <-ticker.C():
-			catchUp()
-			g.persistT(false)
-			g.maybeRejoin()
+			g.locked(func() {
+				g.persistT(false)
+				g.maybeRejoin()
+			})
+		}
+	}
+}
+
+// pump delivers what arrives through the transport's Packets channel: all
+// of a transport without a DirectTransport handler, and what a direct one
+// read before it had the handler.
+func (g *Group) pump() {
+	defer g.workers.Done()
+	packets := g.tr.Packets()
+	var batch []Packet
+	for {
+		select {
+		case <-g.stop:
+			return
 		case p, ok := <-packets:
-			catchUp()
 			if !ok {
+				select {
+				case <-g.stop:
+					return // closed by Close
+				default:
+				}
 				g.log.Error().Msg("transport closed under the node")
+				g.halt()
 				return
 			}
-			g.receive(p)
 			// Take what else has arrived, so that one round of sending
 			// answers many datagrams.
+			batch = append(batch[:0], p)
 		drain:
-			for i := 0; i < 64; i++ {
+			for len(batch) < 64 {
 				select {
 				case p, ok := <-packets:
 					if !ok {
 						break drain
 					}
-					g.receive(p)
+					batch = append(batch, p)
 				default:
 					break drain
 				}
 			}
-		case op := <-g.ops:
-			catchUp()
-			op()
+			g.deliver(batch)
+			clear(batch) // let the datagrams go
 		}
-		g.flush()
 	}
+}
+
+// deliver steps a batch of received datagrams, then sends what they caused
+// in one round.
+func (g *Group) deliver(batch []Packet) {
+	g.locked(func() {
+		for _, p := range batch {
+			g.receive(p)
+		}
+	})
+}
+
+// locked runs f with the machine: time catches up first, and what f caused
+// is sent after. It reports false, and runs nothing, once the node has
+// stopped.
+func (g *Group) locked(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return false
+	}
+	g.catchUp()
+	f()
+	g.flush()
+	return true
+}
+
+// catchUp gives the machine the ticks elapsed since it last had time. The
+// machine's time is the number of ticks since start, taken from the
+// monotonic clock: a ticker drops ticks when the process is busy or paused,
+// and a lease counted in dropped ticks would run slow (the unsafe way). It
+// goes in one step: after a stall the machine must see the time it is, not
+// relive the ticks it missed (see arbiter.Node.TickBy).
+func (g *Group) catchUp() {
+	if due := int64(g.clock.Now().Sub(g.start) / g.cfg.Tick); due > g.ticked {
+		g.node.TickBy(uint64(due - g.ticked))
+		g.ticked = due
+	}
+}
+
+// halt stops the node for good: nothing steps the machine after it. The
+// last timestamp is on disk, every waiting call has failed and every lease
+// has ended when it returns.
+func (g *Group) halt() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return
+	}
+	g.stopped = true
+	close(g.stop)
+	g.persistT(true)
+	if g.toSave != nil {
+		close(g.toSave)
+		<-g.saved
+	}
+	g.closeStreams()
+	g.releaseAllLocal(ErrNodeClosed)
+	close(g.done)
 }
 
 // receive decodes one datagram and steps its messages.
@@ -850,46 +926,31 @@ func (g *Group) logEvent(e Event) {
 	}
 }
 
-// do runs f on the loop goroutine.
+// do runs f with the machine (see locked).
 func (g *Group) do(ctx context.Context, f func()) error {
-	select {
-	case g.ops <- f:
-		return nil
-	case <-g.done:
-		return ErrNodeClosed
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	if !g.locked(f) {
+		return ErrNodeClosed
+	}
+	return nil
 }
 
-// call runs f on the loop goroutine and waits for its error.
+// call runs f with the machine and returns its error.
 func (g *Group) call(ctx context.Context, f func() error) error {
-	res := make(chan error, 1)
-	if err := g.do(ctx, func() { res <- f() }); err != nil {
-		return err
+	var err error
+	if derr := g.do(ctx, func() { err = f() }); derr != nil {
+		return derr
 	}
-	select {
-	case err := <-res:
-		return err
-	case <-g.done:
-		return ErrNodeClosed
-	}
+	return err
 }
 
-// ask runs f on the loop goroutine and returns its result.
+// ask runs f with the machine and returns its result.
 func ask[T any](g *Group, f func() T) (T, error) {
-	ch := make(chan T, 1)
-	if err := g.do(context.Background(), func() { ch <- f() }); err != nil {
-		var zero T
-		return zero, err
-	}
-	select {
-	case v := <-ch:
-		return v, nil
-	case <-g.done:
-		var zero T
-		return zero, ErrNodeClosed
-	}
+	var v T
+	err := g.do(context.Background(), func() { v = f() })
+	return v, err
 }
 
 // ID returns this node's logical ID (it changes if the node is removed and
@@ -1012,16 +1073,15 @@ func (g *Group) Leave(ctx context.Context) error {
 func (g *Group) Close() error {
 	var err error
 	g.closer.Do(func() {
-		close(g.stop)
-		<-g.done
-		g.releaseAllLocal(ErrNodeClosed)
+		g.halt()
 		err = g.tr.Close()
+		g.workers.Wait()
 	})
 	return err
 }
 
-// closeStreams closes the event and subscription channels when the loop
-// ends, so that readers ranging over them finish.
+// closeStreams closes the event and subscription channels when the node
+// stops, so that readers ranging over them finish.
 func (g *Group) closeStreams() {
 	close(g.events)
 	g.updates.CloseAll()
@@ -1069,8 +1129,8 @@ func (g *Group) RemoveKey(id uint32) error {
 	return g.changeRing(id, "group key removed", func(r *seal.Ring) error { return r.Remove(id) })
 }
 
-// changeRing makes one change to the key ring on the loop goroutine, which
-// alone seals and opens, and logs it.
+// changeRing makes one change to the key ring, under the machine's lock
+// (the ring seals and opens under it), and logs it.
 func (g *Group) changeRing(id uint32, done string, change func(*seal.Ring) error) error {
 	return g.call(context.Background(), func() error {
 		if g.ring == nil {

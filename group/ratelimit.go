@@ -16,7 +16,7 @@ import (
 //
 // Sources are kept in least-recently-seen order and at most maxSources of
 // them: a flood from ever new addresses evicts the oldest, whose buckets
-// were full anyway unless they too sent a lot. Owned by the loop goroutine.
+// were full anyway unless they too sent a lot. Guarded by the machine's lock.
 type limiter struct {
 	rate, burst float64
 	buckets     map[string]*list.Element

@@ -40,6 +40,18 @@ type Transport interface {
 	Close() error
 }
 
+// DirectTransport is a Transport that can hand what it reads straight to a
+// function, on its own reader goroutines, rather than through Packets: one
+// goroutine wake-up less per datagram. What it read before SetHandler still
+// comes through Packets.
+type DirectTransport interface {
+	Transport
+	// SetHandler makes the readers call h with each batch they read, in
+	// order. h may run on several readers at once, must not keep the
+	// slice, and may keep the packets.
+	SetHandler(h func([]Packet))
+}
+
 // DropCounter is a Transport that drops some datagrams before the node sees
 // them (too large, or sent to another group address), and counts them by
 // reason. Status reports them with the node's own drops.

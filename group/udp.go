@@ -38,7 +38,16 @@ type UDPConfig struct {
 	MaxDatagram int
 	// ReadBatch is how many datagrams one read system call may return.
 	ReadBatch int
+	// SocketBuffer is the receive and send buffer asked of the kernel for
+	// each socket, in bytes (0: DefaultSocketBuffer; the kernel may give
+	// less, up to net.core.rmem_max and wmem_max). A burst of the group,
+	// a state transfer to a joining member for one, waits there while the
+	// node is busy instead of being dropped.
+	SocketBuffer int
 }
+
+// DefaultSocketBuffer is UDPConfig.SocketBuffer's default, as memberlist's.
+const DefaultSocketBuffer = 2 << 20
 
 // UDPStats counts what the UDP transport did.
 type UDPStats struct {
@@ -62,6 +71,7 @@ type UDP struct {
 	group   *net.UDPAddr
 	local   string
 	packets chan Packet
+	handler atomic.Pointer[func([]Packet)] // set: packets go to it, not to the channel
 	closed  chan struct{}
 	once    sync.Once
 	readers sync.WaitGroup
@@ -88,6 +98,9 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 	}
 	if cfg.ReadBatch <= 0 {
 		cfg.ReadBatch = 16
+	}
+	if cfg.SocketBuffer <= 0 {
+		cfg.SocketBuffer = DefaultSocketBuffer
 	}
 	if !cfg.Bind.Addr().IsValid() || cfg.Bind.Addr().IsUnspecified() {
 		// Members know each other by the address they send from, which
@@ -131,6 +144,9 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 		u.uc.Close()
 		return nil, fmt.Errorf("group: multicast socket on %s: %w", cfg.Group, err)
 	}
+	for _, c := range []net.PacketConn{u.uc, u.mc} {
+		setBuffers(c, cfg.SocketBuffer)
+	}
 	u.mcp = ipv4.NewPacketConn(u.mc)
 	if err := u.mcp.JoinGroup(cfg.Interface, &net.UDPAddr{IP: u.group.IP}); err != nil {
 		u.uc.Close()
@@ -145,6 +161,28 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 	go u.read(u.mcp, true)
 	go u.read(u.ucp, false)
 	return u, nil
+}
+
+// setBuffers asks for socket buffers of size bytes: beyond the kernel's cap
+// (net.core.rmem_max, wmem_max) where the process may (CAP_NET_ADMIN), else
+// up to it. What the kernel grants is its business: a smaller buffer only
+// drops more under bursts, which the protocol repairs.
+func setBuffers(c net.PacketConn, size int) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) {
+		for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[0], size) != nil {
+				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[1], size)
+			}
+		}
+	})
 }
 
 // interfaceIPv4 returns the first IPv4 address of an interface.
@@ -191,6 +229,7 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 			ms[i].OOB = ipv4.NewControlMessage(ipv4.FlagDst | ipv4.FlagInterface)
 		}
 	}
+	pkts := make([]Packet, 0, len(ms))
 	batch := true
 	for {
 		var n int
@@ -218,6 +257,7 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 			continue // a transient error (ICMP feedback on a UDP socket): keep reading
 		}
 		now := time.Now()
+		pkts = pkts[:0]
 		for i := 0; i < n; i++ {
 			m := &ms[i]
 			if m.N > u.cfg.MaxDatagram {
@@ -234,6 +274,14 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 			if m.Addr != nil {
 				pkt.Source = m.Addr.String()
 			}
+			pkts = append(pkts, pkt)
+		}
+		if h := u.handler.Load(); h != nil {
+			(*h)(pkts)
+			clear(pkts)
+			continue
+		}
+		for _, pkt := range pkts {
 			select {
 			case u.packets <- pkt:
 			case <-u.closed:
@@ -242,8 +290,12 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 				u.overflow.Add(1) // as a full socket buffer would: the protocol repairs it
 			}
 		}
+		clear(pkts)
 	}
 }
+
+// SetHandler makes the readers hand what they read to h (DirectTransport).
+func (u *UDP) SetHandler(h func([]Packet)) { u.handler.Store(&h) }
 
 // ours checks the control message of a multicast datagram: it must be for
 // our group and have arrived on our interface.

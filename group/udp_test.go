@@ -108,3 +108,71 @@ func TestUDPMulticastFiveNodes(t *testing.T) {
 		t.Errorf("%.3f datagrams per entry; the simulation at heavy load gives at most 3", perEntry)
 	}
 }
+
+// A newcomer joins a group holding 10,000 locks over real UDP: the state
+// transfer is a burst of about 250 datagrams from one member, which the
+// newcomer's socket must hold while it is busy (the socket buffers are set
+// for that). Three newcomers in turn, each within the join timeout.
+func TestUDPJoinLargeState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 locks")
+	}
+	if !netns.Isolate(t) {
+		return
+	}
+	const locks = 10000
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := group.DefaultLocalConfig()
+	cfg.Name = "udp-big-state"
+	var gs []*group.Group
+	for i := 0; i < 2; i++ {
+		g, err := group.Join(ctx, cfg)
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		defer g.Close()
+		gs = append(gs, g)
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	errs := make(chan error, 1)
+	for i := 0; i < locks; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := gs[i%2].Acquire(ctx, fmt.Sprintf("held-by-the-group-%06d", i)); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		jctx, jcancel := context.WithTimeout(ctx, 20*time.Second)
+		g, err := group.Join(jctx, cfg)
+		jcancel()
+		if err != nil {
+			t.Fatalf("newcomer %d: cannot join a group holding %d locks: %v", i, locks, err)
+		}
+		st, err := g.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("newcomer %d joined in %v, knowing %d resources; drops %v", i, time.Since(start).Round(time.Millisecond), len(st.Resources), st.Stats.Drops)
+		if len(st.Resources) < locks {
+			t.Errorf("newcomer %d knows %d resources, the group holds %d", i, len(st.Resources), locks)
+		}
+		g.Close()
+	}
+}

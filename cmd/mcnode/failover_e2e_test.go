@@ -38,7 +38,8 @@ type lockLoop struct {
 	hosts map[int]chan struct{}
 	wg    sync.WaitGroup
 	mu    sync.Mutex
-	errs  []string
+	errs  []string // failures of the kind under test, logged
+	stuck []string // clients that never ended, test failures
 }
 
 // critical is the critical section: DIR HOST WORK (work lines).
@@ -69,7 +70,22 @@ func startLockLoops(c *cluster, hosts []int, work int) *lockLoop {
 				default:
 				}
 				cmd := c.mcnode(i, "lock", "--timeout", "30s", "shared", "--", "sh", "-c", critical, "sh", c.dir, strconv.Itoa(i), strconv.Itoa(work))
-				out, err := cmd.CombinedOutput()
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := cmd.Start(); err != nil {
+					l.fail("host %d: %v", i, err)
+					return
+				}
+				// A client that outlives its own --timeout by this much is
+				// stuck: killed and reported, so that no test can hang on it.
+				stuck := time.AfterFunc(lockLoopLimit, func() { _ = cmd.Process.Kill() })
+				err := cmd.Wait()
+				if !stuck.Stop() {
+					l.mu.Lock()
+					l.stuck = append(l.stuck, fmt.Sprintf("host %d: mcnode lock --timeout 30s still ran after %v (killed): %s", i, lockLoopLimit, out.Bytes()))
+					l.mu.Unlock()
+					continue
+				}
 				var ee *exec.ExitError
 				switch {
 				case err == nil:
@@ -78,9 +94,7 @@ func startLockLoops(c *cluster, hosts []int, work int) *lockLoop {
 					// had: the failure under test, reported by the test.
 					time.Sleep(50 * time.Millisecond)
 				default:
-					l.mu.Lock()
-					l.errs = append(l.errs, fmt.Sprintf("host %d: %v: %s", i, err, out))
-					l.mu.Unlock()
+					l.fail("host %d: %v: %s", i, err, out.Bytes())
 					time.Sleep(50 * time.Millisecond)
 				}
 			}
@@ -89,16 +103,38 @@ func startLockLoops(c *cluster, hosts []int, work int) *lockLoop {
 	return l
 }
 
+// lockLoopLimit bounds one `mcnode lock --timeout 30s` of a lock loop: its
+// wait, its explanation of a timeout, and a critical section.
+const lockLoopLimit = 60 * time.Second
+
+// fail records an error of the loops, reported by halt.
+func (l *lockLoop) fail(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, fmt.Sprintf(format, args...))
+}
+
 // quiet stops host i's loop (its current lock runs to its end): a host whose
 // daemon is killed would otherwise lock by joining the group itself, once
 // per lock, which is not what the test times.
-func (l *lockLoop) quiet(i int) { close(l.hosts[i]) }
+func (l *lockLoop) quiet(i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.hosts[i]:
+	default:
+		close(l.hosts[i])
+	}
+}
 
 func (l *lockLoop) halt(t *testing.T) {
 	close(l.stop)
 	l.wg.Wait()
 	for _, e := range l.errs {
 		t.Log(e)
+	}
+	for _, e := range l.stuck {
+		t.Error(e)
 	}
 }
 
@@ -263,15 +299,57 @@ func (c *cluster) idleRoles(l *lockLoop, both bool) (server, backup int) {
 	return 0, 0
 }
 
+// faultOnServer does fault to the server (and its backup) that pick
+// returns, and returns them and when it did, once an observer (a host that
+// fault leaves in the group's majority) sees the epoch move: the group took
+// over from that server. The role rotates at every turn (at most
+// TurnTimeout), and may move on between reading it and the fault taking
+// effect; then no takeover follows, undo puts things back, and it tries
+// again, at most three times.
+func (c *cluster) faultOnServer(pick func() (srv, backup int), observer func(srv, backup int) int,
+	fault, undo func(srv, backup int)) (srv, backup int, at time.Time) {
+	c.t.Helper()
+	for attempt := 1; ; attempt++ {
+		srv, backup = pick()
+		obs := observer(srv, backup)
+		before, err := c.status(obs)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		fault(srv, backup)
+		at = time.Now()
+		for time.Since(at) < 8*time.Second {
+			if v, err := c.status(obs); err == nil && v.Epoch > before.Epoch {
+				return srv, backup, at
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if attempt == 3 {
+			c.t.Fatalf("no takeover in 8 s after the fault to host %d, three times", srv)
+		}
+		c.t.Logf("no takeover after the fault to host %d: the server role had moved on before it took effect; again", srv)
+		undo(srv, backup)
+	}
+}
+
+// rejoined waits until observer sees five members, host i among them.
+func (c *cluster) rejoined(observer, i int) *statusView {
+	c.t.Helper()
+	return c.waitStatus(observer, fmt.Sprintf("five members, host %d among them", i), func(v *statusView) bool {
+		return len(v.Members) == 5 && slices.ContainsFunc(v.Members, func(m memberView) bool { return c.hostOf(v, m.ID) == i })
+	})
+}
+
 // kill -9 of the server's daemon: locks flow again within a second with the
 // default LAN settings (its backup takes over at once); the restarted
 // daemon rejoins as a new member and takes its turn.
 func TestE2EKillServer(t *testing.T) {
 	c, l := newFailoverCluster(t, 5)
-	srv, _ := c.idleRoles(l, false)
-	observer := (srv + 1) % 5
-	c.kill(srv)
-	killed := time.Now()
+	other := func(srv, _ int) int { return (srv + 1) % 5 }
+	srv, _, killed := c.faultOnServer(func() (int, int) { return c.idleRoles(l, false) }, other,
+		func(srv, _ int) { c.kill(srv) },
+		func(srv, _ int) { c.startDaemon(srv); c.rejoined(other(srv, 0), srv) })
+	observer := other(srv, 0)
 	took := newEpochAfter(t, l, killed)
 	t.Logf("kill -9 of the server (host %d): locks flowed again %v later", srv, took.Round(time.Millisecond))
 	c.logTakeovers()
@@ -279,9 +357,7 @@ func TestE2EKillServer(t *testing.T) {
 		t.Errorf("locks flowed again %v after the server died, want within 1 s", took)
 	}
 	c.startDaemon(srv)
-	c.waitStatus(observer, "the restarted ex-server rejoined", func(v *statusView) bool {
-		return len(v.Members) >= 5 && slices.ContainsFunc(v.Members, func(m memberView) bool { return c.hostOf(v, m.ID) == srv })
-	})
+	c.rejoined(observer, srv)
 	waitLines(t, l, len(l.sections(t))+5)
 	l.halt(t)
 	l.sections(t)
@@ -293,10 +369,22 @@ func TestE2EKillServer(t *testing.T) {
 // takeover timeout, a few stagger steps and claims, the lease and margin.
 func TestE2EKillServerAndBackup(t *testing.T) {
 	c, l := newFailoverCluster(t, 5)
-	srv, backup := c.idleRoles(l, true)
-	c.kill(srv)
-	c.kill(backup)
-	killed := time.Now()
+	third := func(srv, backup int) int {
+		for i := range 5 {
+			if i != srv && i != backup {
+				return i
+			}
+		}
+		return -1
+	}
+	srv, backup, killed := c.faultOnServer(func() (int, int) { return c.idleRoles(l, true) }, third,
+		func(srv, backup int) { c.kill(srv); c.kill(backup) },
+		func(srv, backup int) {
+			c.startDaemon(srv)
+			c.startDaemon(backup)
+			c.rejoined(third(srv, backup), srv)
+			c.rejoined(third(srv, backup), backup)
+		})
 	took := newEpochAfter(t, l, killed)
 	d := group.DefaultLANConfig()
 	bound := d.TakeoverTimeout + 5*(d.TakeoverTimeout/5) + 4*d.RetryInterval + d.LeaseTimeout + d.LeaseMargin + time.Second
@@ -329,6 +417,9 @@ func TestE2EStoppedHolderDaemon(t *testing.T) {
 	if err := c.daemons[holder].Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// Before anything else is cleaned up if the test ends early: the
+	// loops' clients would wait on the stopped daemon.
+	t.Cleanup(func() { _ = c.daemons[holder].Process.Signal(syscall.SIGCONT) })
 	stopped := time.Now()
 	if err := <-wait.done; err != nil {
 		t.Fatalf("the waiter did not get the lock: %v: %s", err, wait.out)
@@ -351,16 +442,27 @@ func TestE2EStoppedHolderDaemon(t *testing.T) {
 // new member); every other member stays.
 func TestE2EStoppedServer(t *testing.T) {
 	c, l := newFailoverCluster(t, 5)
-	srv, _ := c.idleRoles(l, false)
-	observer := (srv + 1) % 5
-	before, err := c.status(observer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.daemons[srv].Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stopped := time.Now()
+	other := func(srv, _ int) int { return (srv + 1) % 5 }
+	var before *statusView
+	srv, _, stopped := c.faultOnServer(func() (int, int) {
+		srv, backup := c.idleRoles(l, false)
+		var err error
+		if before, err = c.status(other(srv, 0)); err != nil {
+			t.Fatal(err)
+		}
+		return srv, backup
+	}, other, func(srv, _ int) {
+		if err := c.daemons[srv].Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		// Before anything else is cleaned up if the test ends early: the
+		// loops' clients would wait on the stopped daemon.
+		t.Cleanup(func() { _ = c.daemons[srv].Process.Signal(syscall.SIGCONT) })
+	}, func(srv, _ int) {
+		_ = c.daemons[srv].Process.Signal(syscall.SIGCONT)
+		c.rejoined(other(srv, 0), srv)
+	})
+	observer := other(srv, 0)
 	took := newEpochAfter(t, l, stopped)
 	t.Logf("SIGSTOP of the server (host %d): locks flowed again %v later", srv, took.Round(time.Millisecond))
 	c.logTakeovers()
@@ -368,9 +470,7 @@ func TestE2EStoppedServer(t *testing.T) {
 	if err := c.daemons[srv].Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	v := c.waitStatus(observer, "five members again, the old server among them", func(v *statusView) bool {
-		return len(v.Members) == 5 && slices.ContainsFunc(v.Members, func(m memberView) bool { return c.hostOf(v, m.ID) == srv })
-	})
+	v := c.rejoined(observer, srv)
 	for _, m := range before.Members {
 		if c.hostOf(before, m.ID) != srv && !slices.ContainsFunc(v.Members, func(x memberView) bool { return x.ID == m.ID }) {
 			t.Fatalf("node %d (host %d) was removed while the server was stopped", m.ID, c.hostOf(before, m.ID))
@@ -390,16 +490,27 @@ func TestE2EStoppedServer(t *testing.T) {
 // them, and their daemons rejoin as new members by themselves).
 func TestE2ESplitWithServerOnTheMinority(t *testing.T) {
 	c, l := newFailoverCluster(t, 5)
-	srv, _ := c.roles(0)
-	minority := []int{srv, (srv + 1) % 5}
-	var majority []int
-	for i := range 5 {
-		if !slices.Contains(minority, i) {
-			majority = append(majority, i)
+	var minority, majority []int
+	sides := func(srv int) {
+		minority, majority = []int{srv, (srv + 1) % 5}, nil
+		for i := range 5 {
+			if !slices.Contains(minority, i) {
+				majority = append(majority, i)
+			}
 		}
 	}
-	c.lan.Partition(t, minority, majority)
-	split := time.Now()
+	healed := func() {
+		for _, i := range minority {
+			c.waitStatus(i, "one view of five, one epoch", func(v *statusView) bool {
+				w, err := c.status(majority[0])
+				return err == nil && len(v.Members) == 5 && v.Epoch == w.Epoch && len(w.Members) == 5 && v.QuorumHeld
+			})
+		}
+	}
+	srv, _, split := c.faultOnServer(func() (int, int) { return c.roles(0) },
+		func(srv, _ int) int { return (srv + 2) % 5 },
+		func(srv, _ int) { sides(srv); c.lan.Partition(t, minority, majority) },
+		func(int, int) { c.lan.Heal(t); healed() })
 	took := newEpochAfter(t, l, split)
 	d := group.DefaultLANConfig()
 	bound := d.TakeoverTimeout + 5*(d.TakeoverTimeout/5) + 4*d.RetryInterval + d.LeaseTimeout + d.LeaseMargin + time.Second
@@ -426,14 +537,9 @@ func TestE2ESplitWithServerOnTheMinority(t *testing.T) {
 		}
 	}
 	c.lan.Heal(t)
-	healed := time.Now()
-	for _, i := range minority {
-		c.waitStatus(i, "one view of five, one epoch", func(v *statusView) bool {
-			w, err := c.status(majority[0])
-			return err == nil && len(v.Members) == 5 && v.Epoch == w.Epoch && len(w.Members) == 5 && v.QuorumHeld
-		})
-	}
-	t.Logf("after the heal, all five shared one view %v later", time.Since(healed).Round(time.Millisecond))
+	healedAt := time.Now()
+	healed()
+	t.Logf("after the heal, all five shared one view %v later", time.Since(healedAt).Round(time.Millisecond))
 	waitLines(t, l, len(l.sections(t))+5)
 	l.halt(t)
 	ss := l.sections(t)

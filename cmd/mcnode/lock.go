@@ -125,6 +125,9 @@ func whyWaited(c *cli.Context, err error) string {
 		return ""
 	}
 	defer d.Close()
+	// The daemon may be the reason for the timeout (stopped, or stuck): the
+	// explanation must not outwait the timeout the user gave.
+	_ = d.conn.SetDeadline(time.Now().Add(time.Second))
 	if d.send(request{Op: "status"}) != nil {
 		return ""
 	}
