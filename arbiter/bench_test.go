@@ -206,10 +206,10 @@ func (r *benchRig) releaseAll(b *testing.B, mem *simtest.Host) {
 	for range 200 {
 		r.pump(b)
 		if r.events[mem.Index][arbiter.EventReleased] >= want {
-			// A server holds back for LazyTicks a decision nobody waits
-			// on: wait them out, so that the next batch's first grant
-			// does not carry them.
-			for range arbiter.DefaultConfig().LazyTicks {
+			// A server holds back a release nobody waits on until its
+			// next ping: wait them out, so that the next batch's first
+			// grant does not carry them.
+			for range arbiter.DefaultConfig().HeartbeatTicks {
 				r.tick(b)
 			}
 			return

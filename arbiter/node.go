@@ -652,7 +652,13 @@ func (n *Node) retry(after uint64) {
 	}
 	for _, req := range sortedKeys(n.rels) {
 		p := n.rels[req]
-		if n.now-p.sentAt < after {
+		wait := after
+		if !p.cancel && after > 0 {
+			// The server may hold a release's decision until its next ping
+			// (see parks).
+			wait += uint64(n.cfg.HeartbeatTicks)
+		}
+		if n.now-p.sentAt < wait {
 			continue
 		}
 		p.sentAt = n.now

@@ -47,8 +47,12 @@ type tenure struct {
 	confirming wire.NodeID
 	confirmAt  uint64
 	confirmed  bool
-	lazy       []wire.Decision // applied, not yet sent: nobody waits on them
-	lazyAt     uint64
+	// lazy are decisions applied, not yet sent, because nobody waits on
+	// them: they ride in the next datagram to all. lazyDue is when they go
+	// out alone at the latest (0: only at the next ping, for what may wait
+	// that long; see parks).
+	lazy       []wire.Decision
+	lazyDue    uint64
 	lastCast   uint64
 	leaving    bool      // this node leaves once the turn is handed over
 	deferred   []inbound // join requests waiting for the last view change to be known to a majority
@@ -155,11 +159,10 @@ func (n *Node) pingAll() {
 	p.all = true
 	ping.Probe, s.lastAll = s.probe, s.probe
 	s.pingAt = n.now
-	// Not through multicast: a ping need not push out the decisions held
-	// back, which would then miss the datagram they wait for. A group of
-	// one pings too: a newcomer learns that a group runs, and a separately
-	// founded run of the group is found out.
-	n.out = append(n.out, Outbound{Msg: ping})
+	// The decisions held back ride in the ping's datagram: it goes to all
+	// anyway. A group of one pings too: a newcomer learns that a group
+	// runs, and a separately founded run of the group is found out.
+	n.multicast(ping)
 	n.countProbe(p)
 }
 
@@ -505,13 +508,24 @@ func (n *Node) decide(d wire.Decision, urgent bool) {
 		return // the last member left: nobody to tell
 	}
 	s.decisions++
-	if len(s.lazy) == 0 {
-		s.lazyAt = n.now
+	if !urgent && !parks(d) && s.lazyDue == 0 {
+		s.lazyDue = n.now + uint64(n.cfg.LazyTicks)
 	}
 	s.lazy = append(s.lazy, d)
 	if urgent {
 		n.flush()
 	}
+}
+
+// parks reports whether a decision may wait for the server's next ping to
+// all (at most HeartbeatTicks), rather than LazyTicks: a release that hands
+// the resource to nobody. Only its releaser waits for it, to stop retrying,
+// and a releaser waits a heartbeat longer (see retry). So at light load a
+// release costs no datagram of its own: it rides on the next grant, or on
+// the ping that is sent anyway.
+func parks(d wire.Decision) bool {
+	r, ok := d.(*wire.Released)
+	return ok && !r.Withdrawn
 }
 
 // flush sends every decision held back, in T order.
@@ -523,7 +537,7 @@ func (n *Node) flush() {
 	if len(s.lazy) > 0 {
 		s.lastCast = n.now
 	}
-	s.lazy = nil
+	s.lazy, s.lazyDue = nil, 0
 	n.log.published = n.st.t
 }
 
@@ -711,7 +725,7 @@ func (n *Node) tickServer() {
 		s.authUntil, s.hadAuth, s.majorityAt = n.now+AuthorityTicks(st.params), true, n.now
 		n.renew(n.now)
 	}
-	if len(s.lazy) > 0 && n.now-s.lazyAt >= uint64(n.cfg.LazyTicks) {
+	if s.lazyDue != 0 && n.now >= s.lazyDue {
 		n.flush()
 	}
 	n.replayRecent() // if a freeze or a wait for the backup held it back

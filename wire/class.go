@@ -34,15 +34,22 @@ func (c Class) Core() bool { return c == ClassRequest || c == ClassDecision || c
 // the datagram the entry cost. A SYNC that carries only queued requests
 // (Grant with Queued) is the turn's hand-over: the queue records ride in it
 // because it goes first, and would otherwise ride in the next decision.
+// Likewise a ping to all that carries decisions nobody waits on (releases
+// with nobody queued, queued requests: the server holds them back until
+// its next ping) counts as the ping: the heartbeat goes out anyway, and
+// they cost no datagram.
 func Classify(p *Packet, multicast bool) Class {
 	has := func(kinds ...Kind) bool {
 		return slices.ContainsFunc(p.Messages, func(m Message) bool { return slices.Contains(kinds, m.Kind()) })
 	}
-	entry := slices.ContainsFunc(p.Messages, func(m Message) bool {
+	granted := slices.ContainsFunc(p.Messages, func(m Message) bool {
 		g, grant := m.(*Grant)
-		return m.Kind() == KindReleased || grant && !g.Queued
+		return grant && !g.Queued
 	})
+	entry := granted || has(KindReleased)
 	switch {
+	case multicast && has(KindPing) && !granted && !has(KindSync):
+		return ClassPing
 	case multicast && has(KindSync) && !entry:
 		return ClassSync
 	case multicast && has(KindGrant, KindReleased):

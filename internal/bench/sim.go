@@ -38,9 +38,10 @@ const (
 	multicastT = 1
 	quorumT    = 10
 	quorumHold = 10 * quorumT
-	// lightGapTicks separates light-load entries by more than the
-	// arbiter's LazyTicks, so that each entry pays for its own release
-	// decision, as an idle group does.
+	// lightGapTicks separates light-load entries by the arbiter's
+	// HeartbeatTicks, so that no entry's release decision can ride on the
+	// next entry's grant: it rides on the server's ping, as in an idle
+	// group.
 	lightGapTicks = 10
 )
 

@@ -67,6 +67,24 @@ func Targets(rows []Row) []Target {
 			})
 		}
 	}
+	if rs := pick(func(r Row) bool { return r.Protocol == RotatingArbiter && r.Load == Light && r.Layer == LayerSim }); len(rs) > 0 {
+		w, v := worst(rs, func(r Row) float64 { return r.Messages })
+		out = append(out, Target{
+			Name: "multicast datagrams per entry, light load, sim, " + span(rs),
+			Want: "at most 3 (membership apart)",
+			Got:  fmt.Sprintf("at most %.3f (N=%d)", v, w.N),
+			Met:  v <= 3.001,
+		})
+	}
+	if rs := pick(multicastHeavy(LayerSim)); len(rs) > 0 {
+		w, v := worst(rs, func(r Row) float64 { return r.Messages + r.Membership })
+		out = append(out, Target{
+			Name: "multicast datagrams per entry, membership included, heavy load, sim, " + span(rs),
+			Want: "at most 3.3",
+			Got:  fmt.Sprintf("at most %.2f (N=%d)", v, w.N),
+			Met:  v <= 3.3,
+		})
+	}
 	if rs := pick(func(r Row) bool {
 		return r.Protocol == RotatingArbiter && r.Load == Light && r.Layer == LayerSockets && r.RTTUS > 0
 	}); len(rs) > 0 {
