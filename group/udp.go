@@ -230,6 +230,7 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 		}
 	}
 	pkts := make([]Packet, 0, len(ms))
+	sources := sourceNames{}
 	batch := true
 	for {
 		var n int
@@ -272,7 +273,7 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 			u.recvBytes.Add(uint64(m.N))
 			pkt := Packet{Data: append([]byte(nil), m.Buffers[0][:m.N]...), Multicast: multicast, Received: now}
 			if m.Addr != nil {
-				pkt.Source = m.Addr.String()
+				pkt.Source = sources.name(m.Addr)
 			}
 			pkts = append(pkts, pkt)
 		}
@@ -292,6 +293,28 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 		}
 		clear(pkts)
 	}
+}
+
+// sourceNames remembers the host:port text of the addresses datagrams come
+// from: a group's members are few, and formatting the address of every
+// datagram anew costs an allocation each. One reader's own.
+type sourceNames map[netip.AddrPort]string
+
+func (s sourceNames) name(a net.Addr) string {
+	ua, ok := a.(*net.UDPAddr)
+	if !ok {
+		return a.String()
+	}
+	ap := ua.AddrPort()
+	if name, ok := s[ap]; ok {
+		return name
+	}
+	if len(s) >= 4096 {
+		clear(s) // a flood of sources: start over rather than grow
+	}
+	name := ua.String() // as a member's address is written everywhere else
+	s[ap] = name
+	return name
 }
 
 // SetHandler makes the readers hand what they read to h (DirectTransport).

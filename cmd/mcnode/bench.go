@@ -41,7 +41,9 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "layers", Value: "sim,sockets", Usage: "layers to run: sim, sockets or both"},
 			&cli.StringFlag{Name: "protocols", Value: "all", Usage: "comma-separated: " + strings.Join(bench.ProtocolNames(), ", ")},
 			&cli.StringFlag{Name: "coteries", Value: strings.Join(coterie.Kinds(), ","), Usage: "comma-separated coteries for maekawa, cao-singhal and kakugawa (\"all\" is the coterie of every node)"},
-			&cli.StringFlag{Name: "loads", Value: "light,heavy", Usage: "light, heavy or both"},
+			&cli.StringFlag{Name: "loads", Value: "light,heavy,memory", Usage: "comma-separated: light, heavy, memory (sockets, the multicast mode: what each node keeps in a group holding many locks)"},
+			&cli.IntFlag{Name: "memory-n", Value: bench.DefaultSocketOptions().MemoryNodes, Usage: "nodes of the memory row (2 to 128)"},
+			&cli.IntFlag{Name: "memory-locks", Value: bench.DefaultSocketOptions().MemoryLocks, Usage: "locks the memory row's group holds (1 to 100000)"},
 			&cli.StringFlag{Name: "n", Value: "4,8,16,32", Usage: "group sizes on real sockets (2 to 32)"},
 			&cli.StringFlag{Name: "sim-n", Value: "4,16,64,256,1024", Usage: "group sizes in the simulation (2 to 1024)"},
 			&cli.DurationFlag{Name: "duration", Value: time.Second, Usage: "how long each real-socket run drives its workload"},
@@ -77,7 +79,7 @@ func parseBench(c *cli.Context) (*benchPlan, error) {
 	if p.layers, err = choices("--layers", c.String("layers"), []string{bench.LayerSim, bench.LayerSockets}); err != nil {
 		return nil, err
 	}
-	if p.loads, err = choices("--loads", c.String("loads"), []string{bench.Light, bench.Heavy}); err != nil {
+	if p.loads, err = choices("--loads", c.String("loads"), []string{bench.Light, bench.Heavy, bench.Memory}); err != nil {
 		return nil, err
 	}
 	protos := strings.Split(c.String("protocols"), ",")
@@ -100,6 +102,13 @@ func parseBench(c *cli.Context) (*benchPlan, error) {
 	}
 	p.sockets = bench.DefaultSocketOptions()
 	p.sockets.Duration = c.Duration("duration")
+	p.sockets.MemoryNodes, p.sockets.MemoryLocks = c.Int("memory-n"), c.Int("memory-locks")
+	if p.sockets.MemoryNodes < 2 || p.sockets.MemoryNodes > 128 {
+		return nil, usage("--memory-n %d: want 2 to 128", p.sockets.MemoryNodes)
+	}
+	if p.sockets.MemoryLocks < 1 || p.sockets.MemoryLocks > 100000 {
+		return nil, usage("--memory-locks %d: want 1 to 100000", p.sockets.MemoryLocks)
+	}
 	if p.sockets.Duration < 10*time.Millisecond || p.sockets.Duration > time.Hour {
 		return nil, usage("--duration %v: want 10ms to 1h", p.sockets.Duration)
 	}

@@ -89,6 +89,7 @@ func TestTargetsJudge(t *testing.T) {
 			Paper: &Paper{MessagesValue: 6}},
 		{Layer: LayerSim, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Light, Entries: 100, Messages: 3},
 		{Layer: LayerSim, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Heavy, Entries: 100, Messages: 2.97, Membership: 0.3, SyncDelayT: 2},
+		{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Memory, Entries: 1000, Locks: 1000, MemPerNodeM: 1},
 	}
 	for _, tg := range Targets(good) {
 		if !tg.Met {
@@ -102,10 +103,11 @@ func TestTargetsJudge(t *testing.T) {
 			Paper: &Paper{MessagesValue: 6}},
 		{Layer: LayerSim, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Light, Entries: 100, Messages: 4},
 		{Layer: LayerSim, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Heavy, Entries: 100, Messages: 3.1, Membership: 9, SyncDelayT: 2.5},
+		{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Memory, Entries: 1000, Locks: 1000, MemPerNodeM: 12},
 	}
 	tgs := Targets(bad)
-	if len(tgs) != 9 {
-		t.Fatalf("want 9 targets judged, got %d: %+v", len(tgs), tgs)
+	if len(tgs) != 10 {
+		t.Fatalf("want 10 targets judged, got %d: %+v", len(tgs), tgs)
 	}
 	for _, tg := range tgs {
 		if tg.Met {
@@ -203,6 +205,36 @@ func TestSocketsMulticast(t *testing.T) {
 		if r.Transport != "udp-multicast" {
 			t.Errorf("%v: transport %q", j, r.Transport)
 		}
+		if r.Load == Heavy && (r.RecvPerNode <= 0 || r.CPUPerNodeUS <= 0) {
+			t.Errorf("%v: %.2f receptions and %.1f µs of CPU per entry per node: the host's cost went uncounted", j, r.RecvPerNode, r.CPUPerNodeUS)
+		}
+	}
+}
+
+// The memory row: a group that holds more locks keeps more per node, and
+// the row says how many it held.
+func TestSocketsMemoryRow(t *testing.T) {
+	if !netns.Isolate(t) {
+		return
+	}
+	cal := Calibration{UDP: time.Microsecond, TCP: time.Microsecond}
+	mem := func(locks int) Row {
+		opt := shortSockets()
+		opt.MemoryNodes, opt.MemoryLocks = 4, locks
+		jobs := SocketJobs([]Setup{{Protocol: RotatingArbiter}, {Protocol: "maekawa", Coterie: "grid"}}, []int{3}, []string{Memory}, opt, &cal)
+		if len(jobs) != 1 {
+			t.Fatalf("want one memory job (the multicast mode), got %v", jobs)
+		}
+		r := jobs[0].Run()
+		if r.Err != "" || r.Entries != locks || r.Locks != locks || r.N != 4 {
+			t.Fatalf("memory row %+v", r)
+		}
+		return r
+	}
+	few, many := mem(10), mem(20000)
+	t.Logf("per node: %.2f MiB with 10 locks, %.2f MiB with 20,000", few.MemPerNodeM, many.MemPerNodeM)
+	if many.MemPerNodeM <= few.MemPerNodeM {
+		t.Errorf("20,000 locks held take %.2f MiB per node, 10 take %.2f: the row measures nothing", many.MemPerNodeM, few.MemPerNodeM)
 	}
 }
 

@@ -34,6 +34,9 @@ func (j Job) Run() Row {
 func SimJobs(setups []Setup, ns []int, loads []string, opt SimOptions) []Job {
 	var jobs []Job
 	for _, load := range loads {
+		if load == Memory {
+			continue // a socket-layer row
+		}
 		for _, st := range setups {
 			if st.Keyed() {
 				continue // the simulation does not seal: the same as unkeyed

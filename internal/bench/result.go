@@ -13,10 +13,12 @@ const (
 )
 
 // Loads: light is one request at a time in the whole group; heavy is every
-// node always waiting.
+// node always waiting; memory is a group holding many locks, for what each
+// node keeps (sockets only, the multicast mode).
 const (
-	Light = "light"
-	Heavy = "heavy"
+	Light  = "light"
+	Heavy  = "heavy"
+	Memory = "memory"
 )
 
 // Modes and the multicast mode's protocol name.
@@ -79,6 +81,15 @@ type Row struct {
 	// TUS is the one-way delay T of the row's transport, measured in the
 	// same run (half the median round trip); zero in the simulation.
 	TUS float64 `json:"t_us,omitempty"`
+	// On sockets, what one entry costs each node on this host, where every
+	// node shares the same cores: datagrams or frames received, and the
+	// process's CPU time, per entry, divided by N.
+	RecvPerNode  float64 `json:"receptions_per_entry_per_node,omitempty"`
+	CPUPerNodeUS float64 `json:"cpu_us_per_entry_per_node,omitempty"`
+	// Memory rows: Locks held by the group, and what N nodes in one process
+	// hold on the Go heap and stacks with them, divided by N, in MiB.
+	Locks       int     `json:"locks,omitempty"`
+	MemPerNodeM float64 `json:"memory_per_node_mib,omitempty"`
 
 	Paper *Paper `json:"paper,omitempty"`
 	Err   string `json:"error,omitempty"`

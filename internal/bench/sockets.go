@@ -6,8 +6,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -27,11 +30,14 @@ type SocketOptions struct {
 	LightGap time.Duration
 	// Logger receives the nodes' logs (default none).
 	Logger zerolog.Logger
+	// MemoryNodes and MemoryLocks size the memory row: that many nodes
+	// holding that many locks.
+	MemoryNodes, MemoryLocks int
 }
 
 // DefaultSocketOptions returns the socket layer's defaults.
 func DefaultSocketOptions() SocketOptions {
-	return SocketOptions{Duration: time.Second, LightGap: time.Millisecond, Logger: zerolog.Nop()}
+	return SocketOptions{Duration: time.Second, LightGap: time.Millisecond, Logger: zerolog.Nop(), MemoryNodes: 64, MemoryLocks: 1000}
 }
 
 // Calibration is the raw round trips on loopback that the socket layer's
@@ -147,6 +153,16 @@ func measureRoundTrips(n int, once func() error) (time.Duration, error) {
 func SocketJobs(setups []Setup, ns []int, loads []string, opt SocketOptions, cal *Calibration) []Job {
 	var jobs []Job
 	for _, load := range loads {
+		if load == Memory {
+			for _, st := range setups {
+				if st.Multicast() && !st.Keyed() {
+					jobs = append(jobs, Job{Layer: LayerSockets, Load: load, Setup: st, N: opt.MemoryNodes, run: func() Row {
+						return memoryRun(st, opt)
+					}})
+				}
+			}
+			continue
+		}
 		for _, st := range setups {
 			for _, n := range ns {
 				jobs = append(jobs, Job{Layer: LayerSockets, Load: load, Setup: st, N: n, run: func() Row {
@@ -191,9 +207,9 @@ func socketRun(st Setup, n int, load string, opt SocketOptions, cal Calibration)
 		return row
 	}
 	defer c.Close()
-	before := c.Traffic()
+	before, cpu0 := c.Traffic(), processCPU()
 	m := localgroup.Drive(c.Nodes, localgroup.Workload{Prefix: benchResource, Duration: opt.Duration, Light: load == Light, Gap: opt.LightGap, Seed: 1}, nil)
-	after := c.Traffic()
+	after, cpu1 := c.Traffic(), processCPU()
 	if m.Err != nil {
 		row.Err = m.Err.Error()
 	}
@@ -210,6 +226,8 @@ func socketRun(st Setup, n int, load string, opt SocketOptions, cal Calibration)
 	row.Acks = float64(after.Acks-before.Acks) / e
 	row.Total = row.Messages + row.Membership
 	row.Bytes = float64(after.Bytes-before.Bytes) / e
+	row.RecvPerNode = float64(after.Received-before.Received) / e / float64(n)
+	row.CPUPerNodeUS = micros(cpu1-cpu0) / e / float64(n)
 	t := micros(rtt) / 2
 	row.TUS = t
 	row.LatencyP50US, row.LatencyP99US = micros(localgroup.Percentile(m.Waits, 0.5)), micros(localgroup.Percentile(m.Waits, 0.99))
@@ -225,6 +243,78 @@ func socketRun(st Setup, n int, load string, opt SocketOptions, cal Calibration)
 	}
 	if m.Overlaps > 0 {
 		row.Err = fmt.Sprintf("%d overlapping critical sections: mutual exclusion violated", m.Overlaps)
+	}
+	return row
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// memoryRun starts opt.MemoryNodes nodes of the multicast mode, takes
+// opt.MemoryLocks locks among them and holds them, and measures what the
+// process's Go heap and stacks grew by, per node. Buffers the kernel keeps
+// for the sockets are not counted.
+func memoryRun(st Setup, opt SocketOptions) Row {
+	n := opt.MemoryNodes
+	row := Row{Layer: LayerSockets, Mode: ModeMulticast, Protocol: st.Protocol, Transport: "udp-multicast", N: n, Load: Memory, Locks: opt.MemoryLocks}
+	if !netns.Inside() {
+		row.Err = "not run: real multicast needs a private network namespace (run mcnode bench as root)"
+		return row
+	}
+	inUse := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse + m.StackInuse
+	}
+	before := inUse()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := localgroup.Start(ctx, localgroup.Options{Mode: mcnode.Multicast, N: n,
+		Name: fmt.Sprintf("mcnode-bench-%d-%d", os.Getpid(), runCounter.Add(1)), Logger: opt.Logger})
+	if err != nil {
+		row.Err = err.Error()
+		return row
+	}
+	defer c.Close()
+	leases := make([]mcnode.Lease, opt.MemoryLocks)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	sem := make(chan struct{}, 64)
+	for i := range leases {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			l, err := c.Nodes[i%n].Acquire(ctx, fmt.Sprintf("%s-%05d", benchResource, i))
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+				return
+			}
+			leases[i] = l
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		row.Err = err.Error()
+		return row
+	default:
+	}
+	row.Entries = len(leases)
+	row.MemPerNodeM = float64(int64(inUse())-int64(before)) / float64(n) / (1 << 20)
+	for _, l := range leases {
+		_ = l.Release()
 	}
 	return row
 }

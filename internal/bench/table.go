@@ -28,6 +28,7 @@ func WriteTable(w io.Writer, rep Report) error {
 		{LayerSim, Heavy, "Simulation, heavy load (every node always waiting), fixed one-way delay T; times in T"},
 		{LayerSockets, Light, "Real sockets on this host, light load (one request at a time)"},
 		{LayerSockets, Heavy, "Real sockets on this host, heavy load (every node always waiting), one resource"},
+		{LayerSockets, Memory, "Memory per node: N nodes in this process holding locks; the Go heap and stacks they take, divided by N (socket buffers, kept by the kernel, apart)"},
 	}
 	var b strings.Builder
 	for _, sec := range sections {
@@ -76,6 +77,9 @@ func WriteTable(w io.Writer, rep Report) error {
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func header(layer, load string) string {
+	if load == Memory {
+		return "setup\tN\tlocks\tMiB/node\t"
+	}
 	cols := []string{"setup\t", "N\t", "entries\t", "msgs/entry\t", "paper\t", "membership\t", "total\t", "bytes/entry\t"}
 	switch {
 	case layer == LayerSim && load == Light:
@@ -85,7 +89,7 @@ func header(layer, load string) string {
 	case load == Light:
 		cols = append(cols, "acquire p50 µs\t", "p99 µs\t", "acq+rel p50 µs\t", "÷ RTT\t")
 	default:
-		cols = append(cols, "acquire p50 µs\t", "p99 µs\t", "entries/s\t", "sync µs\t", "sync\t")
+		cols = append(cols, "acquire p50 µs\t", "p99 µs\t", "entries/s\t", "sync µs\t", "sync\t", "recv/node\t", "cpu µs/node\t")
 	}
 	return strings.Join(cols, "")
 }
@@ -93,6 +97,9 @@ func header(layer, load string) string {
 func line(r Row) string {
 	if r.Err != "" {
 		return fmt.Sprintf("%s\t%d\t\terror: %s\t", r.Setup(), r.N, r.Err)
+	}
+	if r.Load == Memory {
+		return fmt.Sprintf("%s\t%d\t%d\t%.2f\t", r.Setup(), r.N, r.Locks, r.MemPerNodeM)
 	}
 	paper, paperDelay := "", ""
 	if r.Paper != nil {
@@ -116,7 +123,7 @@ func line(r Row) string {
 	case r.Load == Light:
 		s += fmt.Sprintf("%.0f\t%.0f\t%.0f\t%.2f\t", r.LatencyP50US, r.LatencyP99US, r.CycleP50US, r.CycleP50US/r.RTTUS)
 	default:
-		s += fmt.Sprintf("%.0f\t%.0f\t%.0f\t%.0f\t%.2fT\t", r.LatencyP50US, r.LatencyP99US, r.PerSecond, r.SyncDelayUS, r.SyncDelayT)
+		s += fmt.Sprintf("%.0f\t%.0f\t%.0f\t%.0f\t%.2fT\t%.2f\t%.1f\t", r.LatencyP50US, r.LatencyP99US, r.PerSecond, r.SyncDelayUS, r.SyncDelayT, r.RecvPerNode, r.CPUPerNodeUS)
 	}
 	return s
 }

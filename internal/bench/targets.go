@@ -104,6 +104,15 @@ func Targets(rows []Row) []Target {
 			Met:  rs[0].PerSecond >= 10000,
 		})
 	}
+	if rs := pick(func(r Row) bool { return r.Load == Memory && r.Protocol == RotatingArbiter }); len(rs) > 0 {
+		w, v := worst(rs, func(r Row) float64 { return r.MemPerNodeM })
+		out = append(out, Target{
+			Name: fmt.Sprintf("memory per node, %d nodes holding %d locks", w.N, w.Locks),
+			Want: "at most 10 MiB",
+			Got:  fmt.Sprintf("%.2f MiB", v),
+			Met:  v <= 10,
+		})
+	}
 	if t, ok := keyCost(pick); ok {
 		out = append(out, t)
 	}

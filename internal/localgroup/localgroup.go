@@ -226,6 +226,9 @@ func (g *Group) Close() {
 // once.
 type Traffic struct {
 	Core, Membership, Acks, Bytes uint64
+	// Received is every datagram (multicast) or frame (quorum, over TCP)
+	// the nodes received, each reception counted once.
+	Received uint64
 	// Sent is every datagram class (multicast) or message kind (quorum)
 	// by name, updates included.
 	Sent map[string]uint64
@@ -253,6 +256,7 @@ func (g *Group) Traffic() Traffic {
 			}
 		}
 		t.Bytes += st.Stats.SentBytes
+		t.Received += st.Stats.Received
 	}
 	if len(g.meshes) == 0 { // quorum mode in memory: the nodes count, without bytes
 		for _, l := range g.Nodes {
@@ -268,6 +272,9 @@ func (g *Group) Traffic() Traffic {
 	}
 	for _, m := range g.meshes {
 		s := m.Stats()
+		for _, n := range s.RecvFrames {
+			t.Received += n
+		}
 		for k, n := range s.SentFrames {
 			t.Sent[k.String()] += n
 			if k.Valid() {
