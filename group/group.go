@@ -555,6 +555,13 @@ func (g *Group) halt() {
 func (g *Group) receive(p Packet) {
 	g.stats.Received++
 	g.stats.ReceivedBytes += uint64(len(p.Data))
+	if p.Multicast && p.Source == g.tr.LocalAddr() {
+		// This node's own multicast, looped back to it for the other nodes
+		// on this host: the machine would ignore it, after a decode (and,
+		// keyed, a decryption) that is a good part of a reception's cost.
+		// Another host sending from this address is no member either.
+		return
+	}
 	if g.limiter != nil && !g.limiter.allow(p.Source, arrival(p)) {
 		g.stats.RateLimited++
 		if g.stats.RateLimited&(g.stats.RateLimited-1) == 0 { // 1, 2, 4, ...: a flood is news, each datagram of it is not
