@@ -90,6 +90,8 @@ func TestTargetsJudge(t *testing.T) {
 		{Layer: LayerSim, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Light, Entries: 100, Messages: 3},
 		{Layer: LayerSim, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Heavy, Entries: 100, Messages: 2.97, Membership: 0.3, SyncDelayT: 2},
 		{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Memory, Entries: 1000, Locks: 1000, MemPerNodeM: 1},
+		{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 4, Load: Idle, IdlePerMember: 12},
+		{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 32, Load: Idle, IdlePerMember: 13},
 	}
 	for _, tg := range Targets(good) {
 		if !tg.Met {
@@ -104,10 +106,12 @@ func TestTargetsJudge(t *testing.T) {
 		{Layer: LayerSim, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Light, Entries: 100, Messages: 4},
 		{Layer: LayerSim, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Heavy, Entries: 100, Messages: 3.1, Membership: 9, SyncDelayT: 2.5},
 		{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 64, Load: Memory, Entries: 1000, Locks: 1000, MemPerNodeM: 12},
+		{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 4, Load: Idle, IdlePerMember: 12},
+		{Layer: LayerSockets, Mode: ModeMulticast, Protocol: RotatingArbiter, N: 32, Load: Idle, IdlePerMember: 30},
 	}
 	tgs := Targets(bad)
-	if len(tgs) != 10 {
-		t.Fatalf("want 10 targets judged, got %d: %+v", len(tgs), tgs)
+	if len(tgs) != 11 {
+		t.Fatalf("want 11 targets judged, got %d: %+v", len(tgs), tgs)
 	}
 	for _, tg := range tgs {
 		if tg.Met {

@@ -34,8 +34,8 @@ func (j Job) Run() Row {
 func SimJobs(setups []Setup, ns []int, loads []string, opt SimOptions) []Job {
 	var jobs []Job
 	for _, load := range loads {
-		if load == Memory {
-			continue // a socket-layer row
+		if load == Memory || load == Idle {
+			continue // socket-layer rows
 		}
 		for _, st := range setups {
 			if st.Keyed() {

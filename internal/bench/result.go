@@ -19,6 +19,9 @@ const (
 	Light  = "light"
 	Heavy  = "heavy"
 	Memory = "memory"
+	// Idle is a group taking no lock at all, for the traffic that keeps
+	// it (sockets only, the multicast mode).
+	Idle = "idle"
 )
 
 // Modes and the multicast mode's protocol name.
@@ -90,6 +93,11 @@ type Row struct {
 	// hold on the Go heap and stacks with them, divided by N, in MiB.
 	Locks       int     `json:"locks,omitempty"`
 	MemPerNodeM float64 `json:"memory_per_node_mib,omitempty"`
+	// Idle rows: datagrams every member sent in a second, on average, and
+	// what the busiest sent (the server's role rotates, and with it the
+	// pings).
+	IdlePerMember float64 `json:"idle_datagrams_per_member_per_second,omitempty"`
+	IdleBusiest   float64 `json:"idle_datagrams_busiest_member_per_second,omitempty"`
 
 	Paper *Paper `json:"paper,omitempty"`
 	Err   string `json:"error,omitempty"`

@@ -153,6 +153,18 @@ func measureRoundTrips(n int, once func() error) (time.Duration, error) {
 func SocketJobs(setups []Setup, ns []int, loads []string, opt SocketOptions, cal *Calibration) []Job {
 	var jobs []Job
 	for _, load := range loads {
+		if load == Idle {
+			for _, st := range setups {
+				if st.Multicast() && !st.Keyed() {
+					for _, n := range ns {
+						jobs = append(jobs, Job{Layer: LayerSockets, Load: load, Setup: st, N: n, run: func() Row {
+							return idleRun(st, n, opt)
+						}})
+					}
+				}
+			}
+			continue
+		}
 		if load == Memory {
 			for _, st := range setups {
 				if st.Multicast() && !st.Keyed() {
@@ -316,5 +328,37 @@ func memoryRun(st Setup, opt SocketOptions) Row {
 	for _, l := range leases {
 		_ = l.Release()
 	}
+	return row
+}
+
+// idleRun starts n nodes of the multicast mode and lets them be for
+// opt.Duration (after a second to settle): what they send then is the cost
+// of keeping the group, per member and second.
+func idleRun(st Setup, n int, opt SocketOptions) Row {
+	row := Row{Layer: LayerSockets, Mode: ModeMulticast, Protocol: st.Protocol, Transport: "udp-multicast", N: n, Load: Idle}
+	if !netns.Inside() {
+		row.Err = "not run: real multicast needs a private network namespace (run mcnode bench as root)"
+		return row
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := localgroup.Start(ctx, localgroup.Options{Mode: mcnode.Multicast, N: n,
+		Name: fmt.Sprintf("mcnode-bench-%d-%d", os.Getpid(), runCounter.Add(1)), Logger: opt.Logger})
+	if err != nil {
+		row.Err = err.Error()
+		return row
+	}
+	defer c.Close()
+	time.Sleep(time.Second)
+	before, start := c.SentBy(), time.Now()
+	time.Sleep(opt.Duration)
+	after, secs := c.SentBy(), time.Since(start).Seconds()
+	var total uint64
+	for i := range after {
+		d := after[i] - before[i]
+		total += d
+		row.IdleBusiest = max(row.IdleBusiest, float64(d)/secs)
+	}
+	row.IdlePerMember = float64(total) / secs / float64(n)
 	return row
 }

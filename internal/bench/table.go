@@ -28,6 +28,7 @@ func WriteTable(w io.Writer, rep Report) error {
 		{LayerSim, Heavy, "Simulation, heavy load (every node always waiting), fixed one-way delay T; times in T"},
 		{LayerSockets, Light, "Real sockets on this host, light load (one request at a time)"},
 		{LayerSockets, Heavy, "Real sockets on this host, heavy load (every node always waiting), one resource"},
+		{LayerSockets, Idle, "Real sockets on this host, an idle group: datagrams each member sends a second (pings, their answers, SYNCs), on average and the busiest"},
 		{LayerSockets, Memory, "Memory per node: N nodes in this process holding locks; the Go heap and stacks they take, divided by N (socket buffers, kept by the kernel, apart)"},
 	}
 	var b strings.Builder
@@ -77,8 +78,11 @@ func WriteTable(w io.Writer, rep Report) error {
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func header(layer, load string) string {
-	if load == Memory {
+	switch load {
+	case Memory:
 		return "setup\tN\tlocks\tMiB/node\t"
+	case Idle:
+		return "setup\tN\tper member/s\tbusiest/s\t"
 	}
 	cols := []string{"setup\t", "N\t", "entries\t", "msgs/entry\t", "paper\t", "membership\t", "total\t", "bytes/entry\t"}
 	switch {
@@ -98,8 +102,11 @@ func line(r Row) string {
 	if r.Err != "" {
 		return fmt.Sprintf("%s\t%d\t\terror: %s\t", r.Setup(), r.N, r.Err)
 	}
-	if r.Load == Memory {
+	switch r.Load {
+	case Memory:
 		return fmt.Sprintf("%s\t%d\t%d\t%.2f\t", r.Setup(), r.N, r.Locks, r.MemPerNodeM)
+	case Idle:
+		return fmt.Sprintf("%s\t%d\t%.1f\t%.1f\t", r.Setup(), r.N, r.IdlePerMember, r.IdleBusiest)
 	}
 	paper, paperDelay := "", ""
 	if r.Paper != nil {

@@ -18,7 +18,7 @@ type Target struct {
 // docs/BENCHMARKS.md lists them.
 func Targets(rows []Row) []Target {
 	var out []Target
-	ok := func(r Row) bool { return r.Err == "" && r.Entries > 0 }
+	ok := func(r Row) bool { return r.Err == "" && (r.Entries > 0 || r.Load == Idle) }
 	pick := func(f func(Row) bool) []Row {
 		var rs []Row
 		for _, r := range rows {
@@ -102,6 +102,23 @@ func Targets(rows []Row) []Target {
 			Want: "at least 10000 entries/s",
 			Got:  fmt.Sprintf("%.0f entries/s", rs[0].PerSecond),
 			Met:  rs[0].PerSecond >= 10000,
+		})
+	}
+	if rs := pick(func(r Row) bool { return r.Load == Idle && r.Protocol == RotatingArbiter }); len(rs) > 1 {
+		lo, hi := rs[0], rs[0]
+		for _, r := range rs {
+			if r.N < lo.N {
+				lo = r
+			}
+			if r.N > hi.N {
+				hi = r
+			}
+		}
+		out = append(out, Target{
+			Name: "membership datagrams per member per second, idle group, sockets, " + span(rs),
+			Want: "flat in N (within 25%)",
+			Got:  fmt.Sprintf("%.1f at N=%d, %.1f at N=%d", lo.IdlePerMember, lo.N, hi.IdlePerMember, hi.N),
+			Met:  hi.IdlePerMember <= 1.25*lo.IdlePerMember,
 		})
 	}
 	if rs := pick(func(r Row) bool { return r.Load == Memory && r.Protocol == RotatingArbiter }); len(rs) > 0 {

@@ -234,6 +234,20 @@ type Traffic struct {
 	Sent map[string]uint64
 }
 
+// SentBy returns the datagrams each multicast-mode node has sent, in node
+// order (nothing in quorum mode).
+func (g *Group) SentBy() []uint64 {
+	out := make([]uint64, len(g.groups))
+	for i, gr := range g.groups {
+		if st, err := gr.Status(); err == nil {
+			for _, k := range st.Stats.Sent {
+				out[i] += k
+			}
+		}
+	}
+	return out
+}
+
 // Traffic adds up what every node sent (over in-memory networks, quorum
 // mode counts no bytes).
 func (g *Group) Traffic() Traffic {
