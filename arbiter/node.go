@@ -653,9 +653,11 @@ func (n *Node) retry(after uint64) {
 	for _, req := range sortedKeys(n.rels) {
 		p := n.rels[req]
 		wait := after
-		if !p.cancel && after > 0 {
-			// The server may hold a release's decision until its next ping
-			// (see parks).
+		if r := n.st.resources[p.resource]; !p.cancel && after > 0 && (r == nil || len(r.queue) == 0) {
+			// With nobody queued, the server may hold the release's
+			// decision until its next ping (see parks). With somebody
+			// queued it hands the resource over at once, and a lost
+			// release must not keep the next holder waiting longer.
 			wait += uint64(n.cfg.HeartbeatTicks)
 		}
 		if n.now-p.sentAt < wait {

@@ -498,7 +498,9 @@ func (n *Node) viewCommitted() bool {
 
 // decide applies one of the server's own decisions and queues it for
 // sending. A decision somebody waits on (urgent) goes out at once with any
-// held back before it; others wait up to LazyTicks to share a datagram.
+// held back before it; others wait to share a datagram: up to LazyTicks, or
+// until the next ping for a release that hands the resource to nobody (see
+// parks).
 func (n *Node) decide(d wire.Decision, urgent bool) {
 	if !n.apply(d, true) {
 		return

@@ -35,7 +35,7 @@ type BootClock struct{}
 // Now returns the time since boot, suspend included.
 func (BootClock) Now() time.Time { return time.Unix(0, int64(boottime.Now())) }
 
-// NewTicker returns a time.Ticker. A ticker only wakes the loop: the loop
+// NewTicker returns a time.Ticker. A ticker only wakes the runtime, which
 // counts ticks from Now, so ticks that a stall or a suspend swallowed are
 // caught up.
 func (BootClock) NewTicker(d time.Duration) Ticker { return systemTicker{time.NewTicker(d)} }

@@ -44,9 +44,10 @@
 //
 // # The runtime
 //
-// Each Group owns one goroutine that alone touches the state machine: it
-// feeds it ticks, the datagrams the transport receives and the API's calls,
-// and sends what the machine produces, packing consecutive messages for one
+// Each Group steps its state machine under one lock, on the goroutine that
+// has the work: a ticker for time, the transport's readers for the
+// datagrams they receive, the callers of the API for their calls. Each then
+// sends what the machine produced, packing consecutive messages for one
 // address into shared datagrams. The UDP transport (ListenUDP) joins the
 // group on one interface and sends everything from its unicast socket, so
 // that a datagram's source address is where answers go. group/memnet is an

@@ -168,8 +168,8 @@ type Group struct {
 	wasMember bool
 	rejoinAt  time.Time
 	// leaseEnd is when this node's lease runs out unless renewed, in
-	// nanoseconds of the Clock's time; leases read it without a round trip
-	// to the loop.
+	// nanoseconds of the Clock's time; leases read it without taking the
+	// machine's lock.
 	leaseEnd atomic.Int64
 }
 
@@ -288,6 +288,12 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 	}
 	if g.clock == nil {
 		g.clock = BootClock{}
+	}
+	if u, ok := tr.(*UDP); ok {
+		if granted, asked := u.ReceiveBuffer(); granted < asked {
+			g.log.Warn().Int("granted", granted).Int("asked", asked).
+				Msg("the kernel gave the sockets a smaller receive buffer than asked: a burst this node is too busy to read is dropped, and joining a group that holds many thousands of locks may fail; raise net.core.rmem_max, or run with CAP_NET_ADMIN")
+		}
 	}
 	switch {
 	case cfg.RateLimit == 0:
@@ -972,7 +978,7 @@ func (g *Group) Addr() string { return g.tr.LocalAddr() }
 
 // Members returns the current view, in logical-ID order.
 func (g *Group) Members() []Member {
-	m, _ := ask(g, g.node.Members)
+	m, _ := ask(g, func() []Member { return g.node.Members() }) // g.node read under the lock: a rejoin replaces it
 	return m
 }
 

@@ -72,6 +72,7 @@ type UDP struct {
 	local   string
 	packets chan Packet
 	handler atomic.Pointer[func([]Packet)] // set: packets go to it, not to the channel
+	rcvBuf  int                            // the receive buffer granted
 	closed  chan struct{}
 	once    sync.Once
 	readers sync.WaitGroup
@@ -144,8 +145,9 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 		u.uc.Close()
 		return nil, fmt.Errorf("group: multicast socket on %s: %w", cfg.Group, err)
 	}
+	u.rcvBuf = cfg.SocketBuffer
 	for _, c := range []net.PacketConn{u.uc, u.mc} {
-		setBuffers(c, cfg.SocketBuffer)
+		u.rcvBuf = min(u.rcvBuf, setBuffers(c, cfg.SocketBuffer))
 	}
 	u.mcp = ipv4.NewPacketConn(u.mc)
 	if err := u.mcp.JoinGroup(cfg.Interface, &net.UDPAddr{IP: u.group.IP}); err != nil {
@@ -165,25 +167,40 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 
 // setBuffers asks for socket buffers of size bytes: beyond the kernel's cap
 // (net.core.rmem_max, wmem_max) where the process may (CAP_NET_ADMIN), else
-// up to it. What the kernel grants is its business: a smaller buffer only
-// drops more under bursts, which the protocol repairs.
-func setBuffers(c net.PacketConn, size int) {
+// up to it. It returns the receive buffer granted (size when it cannot
+// tell). A smaller buffer drops more under bursts, which the protocol
+// repairs, except a large state transfer (see ReceiveBuffer).
+func setBuffers(c net.PacketConn, size int) int {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return
+		return size
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return
+		return size
 	}
+	granted := size
 	_ = raw.Control(func(fd uintptr) {
 		for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
 			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[0], size) != nil {
 				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[1], size)
 			}
 		}
+		// Linux reports twice what it grants (it counts its bookkeeping).
+		if got, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF); err == nil {
+			granted = got / 2
+		}
 	})
+	return granted
 }
+
+// ReceiveBuffer returns the receive buffer the kernel granted each socket
+// (the smaller of the two) and the one asked for. Short of what was asked,
+// a burst the node is too busy to read at once is dropped: above all the
+// state a newcomer receives, one datagram after another, when the group
+// holds thousands of locks (raise net.core.rmem_max, or give the process
+// CAP_NET_ADMIN).
+func (u *UDP) ReceiveBuffer() (granted, asked int) { return u.rcvBuf, u.cfg.SocketBuffer }
 
 // interfaceIPv4 returns the first IPv4 address of an interface.
 func interfaceIPv4(ifi *net.Interface) (netip.Addr, error) {
@@ -276,6 +293,9 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 				pkt.Source = sources.name(m.Addr)
 			}
 			pkts = append(pkts, pkt)
+		}
+		if len(pkts) == 0 {
+			continue // all stray or oversized: nothing to wake the node for
 		}
 		if h := u.handler.Load(); h != nil {
 			(*h)(pkts)

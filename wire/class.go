@@ -34,21 +34,26 @@ func (c Class) Core() bool { return c == ClassRequest || c == ClassDecision || c
 // the datagram the entry cost. A SYNC that carries only queued requests
 // (Grant with Queued) is the turn's hand-over: the queue records ride in it
 // because it goes first, and would otherwise ride in the next decision.
-// Likewise a ping to all that carries decisions nobody waits on (releases
-// with nobody queued, queued requests: the server holds them back until
-// its next ping) counts as the ping: the heartbeat goes out anyway, and
-// they cost no datagram.
+// Likewise a ping to all that carries nothing but decisions the server held
+// back until it (releases, queued requests) counts as the ping: the
+// heartbeat goes out anyway, and they cost no datagram. (A release that
+// hands a resource over goes out at once, and shares a ping's datagram only
+// when it is decided in the same step as the ping: rarely, and that
+// datagram does go out anyway.)
 func Classify(p *Packet, multicast bool) Class {
 	has := func(kinds ...Kind) bool {
 		return slices.ContainsFunc(p.Messages, func(m Message) bool { return slices.Contains(kinds, m.Kind()) })
 	}
-	granted := slices.ContainsFunc(p.Messages, func(m Message) bool {
+	entry := slices.ContainsFunc(p.Messages, func(m Message) bool {
 		g, grant := m.(*Grant)
-		return grant && !g.Queued
+		return m.Kind() == KindReleased || grant && !g.Queued
 	})
-	entry := granted || has(KindReleased)
+	heldBack := !slices.ContainsFunc(p.Messages, func(m Message) bool {
+		g, grant := m.(*Grant)
+		return !(m.Kind() == KindPing || m.Kind() == KindReleased || grant && g.Queued)
+	})
 	switch {
-	case multicast && has(KindPing) && !granted && !has(KindSync):
+	case multicast && has(KindPing) && heldBack:
 		return ClassPing
 	case multicast && has(KindSync) && !entry:
 		return ClassSync

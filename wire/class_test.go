@@ -7,6 +7,7 @@ func TestClassify(t *testing.T) {
 	granted := &Grant{T: 5, Next: 6, Node: 2, Req: 1, Resource: "r"}
 	released := &Released{T: 5, Next: 6, Node: 3, Req: 1, Resource: "r", Token: 4}
 	sync := &Sync{T: 7, Next: 8, Turn: 1}
+	ping := &Ping{Turn: 1, Probe: 3}
 	for _, c := range []struct {
 		name      string
 		msgs      []Message
@@ -29,6 +30,13 @@ func TestClassify(t *testing.T) {
 		{"vote", []Message{&Vote{Epoch: 2, Granted: true}}, false, ClassTakeover},
 		{"takeover decision", []Message{&Takeover{T: 9, Next: 16, Epoch: 2, PrevEpoch: 1, Server: 3, Backup: 1}}, true, ClassTakeover},
 		{"retransmitted takeover", []Message{&Takeover{T: 9, Next: 16, Epoch: 2, PrevEpoch: 1, Server: 3, Backup: 1}}, false, ClassRepair},
+		{"bare ping", []Message{ping}, true, ClassPing},
+		{"ping carrying held-back decisions", []Message{released, queued, ping}, true, ClassPing},
+		{"ping with a grant", []Message{granted, ping}, true, ClassDecision},
+		{"ping with a SYNC", []Message{released, sync, ping}, true, ClassDecision},
+		{"ping with a takeover", []Message{&Takeover{T: 9, Next: 16, Epoch: 2, PrevEpoch: 1, Server: 3, Backup: 1}, ping}, true, ClassTakeover},
+		{"ping with an admission", []Message{&OkToJoin{T: 9, Next: 10, Inc: 7, ID: 4, Addr: "10.0.0.4:1"}, ping}, true, ClassJoin},
+		{"update riding a ping", []Message{&Update{Topic: "t"}, ping}, true, ClassPing},
 	} {
 		if got := Classify(&Packet{Messages: c.msgs}, c.multicast); got != c.want {
 			t.Errorf("%s: class %s, want %s", c.name, got, c.want)

@@ -37,6 +37,7 @@ type lockLoop struct {
 	stop  chan struct{}
 	hosts map[int]chan struct{}
 	wg    sync.WaitGroup
+	work  int // work lines per critical section
 	mu    sync.Mutex
 	errs  []string // failures of the kind under test, logged
 	stuck []string // clients that never ended, test failures
@@ -54,53 +55,60 @@ done
 echo "end $H $MCNODE_TOKEN $(date +%s%N)" >> "$D/log"`
 
 func startLockLoops(c *cluster, hosts []int, work int) *lockLoop {
-	l := &lockLoop{c: c, log: filepath.Join(c.dir, "log"), stop: make(chan struct{}), hosts: map[int]chan struct{}{}}
+	l := &lockLoop{c: c, log: filepath.Join(c.dir, "log"), stop: make(chan struct{}), hosts: map[int]chan struct{}{}, work: work}
 	for _, i := range hosts {
-		quiet := make(chan struct{})
-		l.hosts[i] = quiet
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for {
-				select {
-				case <-l.stop:
-					return
-				case <-quiet:
-					return
-				default:
-				}
-				cmd := c.mcnode(i, "lock", "--timeout", "30s", "shared", "--", "sh", "-c", critical, "sh", c.dir, strconv.Itoa(i), strconv.Itoa(work))
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				if err := cmd.Start(); err != nil {
-					l.fail("host %d: %v", i, err)
-					return
-				}
-				// A client that outlives its own --timeout by this much is
-				// stuck: killed and reported, so that no test can hang on it.
-				stuck := time.AfterFunc(lockLoopLimit, func() { _ = cmd.Process.Kill() })
-				err := cmd.Wait()
-				if !stuck.Stop() {
-					l.mu.Lock()
-					l.stuck = append(l.stuck, fmt.Sprintf("host %d: mcnode lock --timeout 30s still ran after %v (killed): %s", i, lockLoopLimit, out.Bytes()))
-					l.mu.Unlock()
-					continue
-				}
-				var ee *exec.ExitError
-				switch {
-				case err == nil:
-				case errors.As(err, &ee) && (ee.ExitCode() == exitLost || ee.ExitCode() == exitNotAcquired):
-					// The lock was lost (the daemon died or stopped) or not
-					// had: the failure under test, reported by the test.
-					time.Sleep(50 * time.Millisecond)
-				default:
-					l.fail("host %d: %v: %s", i, err, out.Bytes())
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
-		}()
+		l.start(i)
 	}
 	return l
+}
+
+// start runs host i's loop until stop, or the host's own quiet channel, is
+// closed.
+func (l *lockLoop) start(i int) {
+	quiet := make(chan struct{})
+	l.hosts[i] = quiet
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-quiet:
+				return
+			default:
+			}
+			cmd := l.c.mcnode(i, "lock", "--timeout", "30s", "shared", "--", "sh", "-c", critical, "sh", l.c.dir, strconv.Itoa(i), strconv.Itoa(l.work))
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			cmd.WaitDelay = 5 * time.Second // a killed client's command may hold the output open
+			if err := cmd.Start(); err != nil {
+				l.fail("host %d: %v", i, err)
+				return
+			}
+			// A client that outlives its own --timeout by this much is
+			// stuck: killed and reported, so that no test can hang on it.
+			stuck := time.AfterFunc(lockLoopLimit, func() { _ = cmd.Process.Kill() })
+			err := cmd.Wait()
+			if !stuck.Stop() {
+				l.mu.Lock()
+				l.stuck = append(l.stuck, fmt.Sprintf("host %d: mcnode lock --timeout 30s still ran after %v (killed): %s", i, lockLoopLimit, out.Bytes()))
+				l.mu.Unlock()
+				continue
+			}
+			var ee *exec.ExitError
+			switch {
+			case err == nil:
+			case errors.As(err, &ee) && (ee.ExitCode() == exitLost || ee.ExitCode() == exitNotAcquired):
+				// The lock was lost (the daemon died or stopped) or not
+				// had: the failure under test, reported by the test.
+				time.Sleep(50 * time.Millisecond)
+			default:
+				l.fail("host %d: %v: %s", i, err, out.Bytes())
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}()
 }
 
 // lockLoopLimit bounds one `mcnode lock --timeout 30s` of a lock loop: its
@@ -124,6 +132,19 @@ func (l *lockLoop) quiet(i int) {
 	case <-l.hosts[i]:
 	default:
 		close(l.hosts[i])
+	}
+}
+
+// resume starts the loops that quiet stopped again.
+func (l *lockLoop) resume() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, q := range l.hosts {
+		select {
+		case <-q:
+			l.start(i)
+		default:
+		}
 	}
 }
 
@@ -324,10 +345,16 @@ func (c *cluster) faultOnServer(pick func() (srv, backup int), observer func(srv
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		if attempt == 3 {
+		v, err := c.status(obs)
+		switch {
+		case err != nil:
+			c.t.Fatal(err)
+		case c.hostOf(v, v.Server) == srv:
+			c.t.Fatalf("host %d still shows host %d as its server, 8 s after the fault, and no takeover", obs, srv)
+		case attempt == 3:
 			c.t.Fatalf("no takeover in 8 s after the fault to host %d, three times", srv)
 		}
-		c.t.Logf("no takeover after the fault to host %d: the server role had moved on before it took effect; again", srv)
+		c.t.Logf("no takeover after the fault to host %d: the server role had moved on (to host %d) before it took effect; again", srv, c.hostOf(v, v.Server))
 		undo(srv, backup)
 	}
 }
@@ -348,7 +375,7 @@ func TestE2EKillServer(t *testing.T) {
 	other := func(srv, _ int) int { return (srv + 1) % 5 }
 	srv, _, killed := c.faultOnServer(func() (int, int) { return c.idleRoles(l, false) }, other,
 		func(srv, _ int) { c.kill(srv) },
-		func(srv, _ int) { c.startDaemon(srv); c.rejoined(other(srv, 0), srv) })
+		func(srv, _ int) { c.startDaemon(srv); c.rejoined(other(srv, 0), srv); l.resume() })
 	observer := other(srv, 0)
 	took := newEpochAfter(t, l, killed)
 	t.Logf("kill -9 of the server (host %d): locks flowed again %v later", srv, took.Round(time.Millisecond))
@@ -384,6 +411,7 @@ func TestE2EKillServerAndBackup(t *testing.T) {
 			c.startDaemon(backup)
 			c.rejoined(third(srv, backup), srv)
 			c.rejoined(third(srv, backup), backup)
+			l.resume()
 		})
 	took := newEpochAfter(t, l, killed)
 	d := group.DefaultLANConfig()
@@ -461,6 +489,7 @@ func TestE2EStoppedServer(t *testing.T) {
 	}, func(srv, _ int) {
 		_ = c.daemons[srv].Process.Signal(syscall.SIGCONT)
 		c.rejoined(other(srv, 0), srv)
+		l.resume()
 	})
 	observer := other(srv, 0)
 	took := newEpochAfter(t, l, stopped)

@@ -1,6 +1,7 @@
 // Package fanout hands application updates to the subscriptions that want
 // them, by topic, for both runtimes (group and quorumfallback/node). A Hub
-// belongs to the one goroutine that runs its node: it has no lock.
+// has no lock: its node's own (the group's machine lock, the quorum node's
+// loop) guards it.
 package fanout
 
 import (
