@@ -44,5 +44,8 @@
 // highest of its grants, and its release carries it back. Two consecutive
 // holders share an arbiter (the intersection property), which saw the first
 // holder's token before granting the second. This adds one integer to
-// messages the protocols send anyway; it sends none of its own.
+// messages the protocols send anyway; it sends none of its own. A machine's
+// counter may start above zero (Protocol.RaiseTokens): the runtime starts it
+// at the wall clock in microseconds, so that tokens keep increasing when
+// the nodes restart and the counters with them.
 package quorumfallback

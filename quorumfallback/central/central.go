@@ -41,6 +41,9 @@ func New(self q.ID, n int) (*Node, error) {
 // State reports what the node is doing with the resource.
 func (n *Node) State() q.State { return n.state }
 
+// RaiseTokens makes the coordinator's next token greater than floor.
+func (n *Node) RaiseTokens(floor uint64) { n.issued = max(n.issued, floor) }
+
 // Ready takes the messages to send and whether the node entered.
 func (n *Node) Ready() q.Ready { return n.out.Ready() }
 

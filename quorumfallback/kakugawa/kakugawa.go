@@ -61,6 +61,10 @@ func New(cfg Config) (*Node, error) {
 // State reports what the node is doing with the resource.
 func (n *Node) State() q.State { return n.state }
 
+// RaiseTokens makes the tokens this node grants greater than floor: its
+// counter of the highest token seen starts there.
+func (n *Node) RaiseTokens(floor uint64) { n.counter = max(n.counter, floor) }
+
 // Ready takes the messages to send and whether the node entered.
 func (n *Node) Ready() q.Ready { return n.out.Ready() }
 

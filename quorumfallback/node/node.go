@@ -22,7 +22,9 @@
 // the one that survives failures. A node that restarts has lost the state
 // its peers rely on, so they refuse it (package qnet), and a node takes
 // locks only while its links to every peer are up: restart a group whole.
-// The runtime keeps a machine for every resource name it meets, up to
+// Fencing tokens start at the wall clock in microseconds each time a node
+// makes a resource's machine, so they keep increasing across such restarts
+// (unless the clock is set back). The runtime keeps a machine for every resource name it meets, up to
 // MaxResources.
 package node
 
@@ -275,6 +277,10 @@ func (n *Node) call(ctx context.Context, f func()) error {
 	return nil
 }
 
+// tokenFloor is where a new machine's fencing tokens start; a variable for
+// tests.
+var tokenFloor = func() uint64 { return uint64(time.Now().UnixMicro()) }
+
 func (n *Node) resource(name string) (*resource, error) {
 	if r := n.res[name]; r != nil {
 		return r, nil
@@ -286,6 +292,11 @@ func (n *Node) resource(name string) (*resource, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A machine starts counting tokens at the wall clock in microseconds:
+	// above every token this resource had before this node, or the whole
+	// group, restarted (far fewer than a million grants a second), as the
+	// multicast mode's group timestamp starts a new group.
+	m.RaiseTokens(tokenFloor())
 	r := &resource{name: name, m: m}
 	n.res[name] = r
 	return r, nil

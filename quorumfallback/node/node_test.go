@@ -414,3 +414,46 @@ func TestPublishToADeadPeerIsBounded(t *testing.T) {
 		t.Errorf("%d frames queued for the dead peer, want at most %d", queued, MaxBacklog)
 	}
 }
+
+// Fencing tokens keep increasing when the whole group restarts (every
+// machine's counter starts over), for every protocol: a restarted group's
+// first token is above the last of the group before. The clock is a fake
+// that moves on by a millisecond between the two groups, far more than the
+// first group's grants; without the floor the second group would start
+// again at 1.
+func TestTokensIncreaseAcrossGroupRestarts(t *testing.T) {
+	clock := uint64(1_700_000_000_000_000)
+	old := tokenFloor
+	tokenFloor = func() uint64 { return clock }
+	t.Cleanup(func() { tokenFloor = old })
+	for _, p := range []struct{ protocol, coterie string }{
+		{protocols.Maekawa, "grid"}, {protocols.CaoSinghal, "grid"}, {protocols.Kakugawa, "grid"},
+		{protocols.RicartAgrawala, ""}, {protocols.Central, ""},
+	} {
+		t.Run(p.protocol, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var last uint64
+			for run := range 2 {
+				nodes := startMem(t, p.protocol, p.coterie, 4)
+				for i := range 5 {
+					l, err := nodes[i%4].Acquire(ctx, "r")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if l.Token() <= last || l.Token() <= clock {
+						t.Fatalf("group %d, entry %d: token %d after %d (floor %d)", run, i, l.Token(), last, clock)
+					}
+					last = l.Token()
+					if err := l.Release(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, nd := range nodes {
+					nd.Close()
+				}
+				clock += 1000 // the next group starts a millisecond later
+			}
+		})
+	}
+}
