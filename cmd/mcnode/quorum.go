@@ -37,7 +37,7 @@ func modeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "coterie", Value: "fpp", EnvVars: []string{"MCNODE_COTERIE"},
 			Usage: "quorum mode, for maekawa, cao-singhal and kakugawa: " + strings.Join(coterie.Kinds(), ", ")},
 		&cli.StringFlag{Name: "peers", EnvVars: []string{"MCNODE_PEERS"},
-			Usage: "quorum mode: every node's TCP address host:port, comma-separated, the same list on every node"},
+			Usage: "quorum mode: every node's TCP address host:port, comma-separated, the same list in the same order on every node (nodes given different lists refuse each other)"},
 		&cli.IntFlag{Name: "node-id", Value: -1, EnvVars: []string{"MCNODE_NODE_ID"},
 			Usage: "quorum mode: this node's position in --peers, counting from 0"},
 		&cli.IntFlag{Name: "quorum-size", EnvVars: []string{"MCNODE_QUORUM_SIZE"},

@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"sync"
 	"time"
@@ -92,13 +93,21 @@ func (c Config) Setup() protocols.Setup {
 	return protocols.Setup{Protocol: c.Protocol, Coterie: c.Coterie, N: len(c.Peers)}
 }
 
-// Hello is what the nodes of one group must agree on, sent when links open.
+// Hello is what the nodes of one group must agree on, sent when links open:
+// the group, the protocol and coterie, and the peer list, by a hash of it
+// (the quorums are computed from node indexes, so two nodes that number
+// the peers differently would not share the arbiters they think they do).
 func (c Config) Hello() string {
 	s := c.Setup()
 	if !protocols.UsesCoterie(s.Protocol) {
 		s.Coterie = "-"
 	}
-	return fmt.Sprintf("mcnode/%s/%s/%s/N=%d", c.Group, s.Protocol, s.Coterie, s.N)
+	h := fnv.New64a()
+	for _, p := range c.Peers {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("mcnode/%s/%s/%s/N=%d/peers=%016x", c.Group, s.Protocol, s.Coterie, s.N, h.Sum64())
 }
 
 func (c *Config) validate() error {

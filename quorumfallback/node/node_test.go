@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,5 +456,34 @@ func TestTokensIncreaseAcrossGroupRestarts(t *testing.T) {
 				clock += 1000 // the next group starts a millisecond later
 			}
 		})
+	}
+}
+
+// Two nodes given different peer lists of the same length (here one peer
+// spelt differently) refuse each other's links: their quorums are computed
+// from node indexes, and only the same list guarantees the same numbering.
+// The same nodes with the same list connect (TestOverTCP).
+func TestDifferentPeerListsRefuseEachOther(t *testing.T) {
+	listeners, peers := loopbackListeners(t, 2)
+	other := slices.Clone(peers)
+	other[0] = strings.Replace(other[0], "127.0.0.1", "localhost", 1)
+	lists := [][]string{peers, other}
+	var nodes []*Node
+	for i := range 2 {
+		nd, err := Start(Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "all", Self: i, Peers: lists[i], Listener: listeners[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes = append(nodes, nd)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := nodes[0].WaitConnected(ctx); err == nil {
+		t.Fatal("two nodes with different peer lists connected")
+	}
+	if a, b := (Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "all", Peers: peers}).Hello(),
+		(Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "all", Peers: other}).Hello(); a == b {
+		t.Fatalf("the hellos of two peer lists are equal: %s", a)
 	}
 }

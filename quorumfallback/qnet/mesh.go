@@ -861,7 +861,7 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, ok bool) {
 		answer = helloWrongSetup
 		m.foreignHello.Add(1)
 		m.log.Warn().Str("remote", remote).Uint64("node", idx).Str("theirs", string(hello)).Str("ours", m.cfg.Hello).
-			Msg("qnet: refused a hello: different setup")
+			Msg("qnet: refused a hello: different setup (group, protocol, coterie, size or peer list: every node must be given the same, peers in the same order)")
 	case !m.sameIncarnation(int(idx), inc):
 		answer = helloRestarted
 		m.restarted.Add(1)
