@@ -142,9 +142,10 @@ type Protocol interface {
 	Ready() Ready
 	// State reports what this node is doing with the resource.
 	State() State
-	// RaiseTokens makes every fencing token this machine grants from now
-	// on greater than floor, so that tokens keep increasing across
-	// restarts (see the package doc, "Fencing tokens").
+	// RaiseTokens starts the machine's count of fencing tokens at floor:
+	// called before its first Request or Step, every token a holder takes
+	// from its grants is greater than floor, so that tokens keep increasing
+	// across restarts (see the package doc, "Fencing tokens").
 	RaiseTokens(floor uint64)
 }
 

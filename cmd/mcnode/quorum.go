@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -40,13 +41,15 @@ func modeFlags() []cli.Flag {
 			Usage: "quorum mode: every node's TCP address host:port, comma-separated, the same list in the same order on every node (nodes given different lists refuse each other)"},
 		&cli.IntFlag{Name: "node-id", Value: -1, EnvVars: []string{"MCNODE_NODE_ID"},
 			Usage: "quorum mode: this node's position in --peers, counting from 0"},
+		&cli.StringFlag{Name: "listen", EnvVars: []string{"MCNODE_LISTEN"},
+			Usage: "quorum mode with --peers: the host:port this node listens on, when the others reach it at the address --peers gives through a NAT or a container's port mapping (default: that address)"},
 		&cli.IntFlag{Name: "quorum-size", EnvVars: []string{"MCNODE_QUORUM_SIZE"},
 			Usage: "quorum mode without --peers: join the multicast group, wait until it has this many members, and use the first that many (by member ID) as the peers, each at its group address over TCP"},
 	}
 }
 
 // quorumOnly are the flags that mean nothing in multicast mode.
-var quorumOnly = []string{"algo", "coterie", "peers", "node-id", "quorum-size"}
+var quorumOnly = []string{"algo", "coterie", "peers", "node-id", "quorum-size", "listen"}
 
 // mode returns the --mode, checked, and refuses quorum-mode flags without
 // it: forgetting --mode quorum must not quietly run the multicast arbiter.
@@ -83,6 +86,9 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 		}
 	}
 	if size := c.Int("quorum-size"); len(cfg.Peers) == 0 && size > 0 {
+		if c.IsSet("listen") {
+			return cfg, usage("--listen goes with --peers: with --quorum-size each node listens at its group address")
+		}
 		// The peers will come from the multicast group's membership
 		// (peersFromGroup); check what can be checked now.
 		cfg.Peers, cfg.Self = make([]string, size), 0
@@ -108,6 +114,13 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 	}
 	if err := cfg.Setup().Validate(); err != nil {
 		return cfg, setupError(err)
+	}
+	if addr := c.String("listen"); addr != "" {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return cfg, usage("--listen %s: %v", addr, err)
+		}
+		cfg.Listener = l // the node's mesh owns it from here
 	}
 	return cfg, nil
 }

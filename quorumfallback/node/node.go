@@ -24,7 +24,9 @@
 // locks only while its links to every peer are up: restart a group whole.
 // Fencing tokens start at the wall clock in microseconds each time a node
 // makes a resource's machine, so they keep increasing across such restarts
-// (unless the clock is set back). The runtime keeps a machine for every resource name it meets, up to
+// as long as the hosts' clocks agree to within the time the group was down
+// and none is set back (a holder's token comes from its quorum's clocks
+// only). The runtime keeps a machine for every resource name it meets, up to
 // MaxResources.
 package node
 
@@ -104,7 +106,7 @@ func (c Config) Hello() string {
 	}
 	h := fnv.New64a()
 	for _, p := range c.Peers {
-		h.Write([]byte(p))
+		h.Write([]byte(qnet.CanonicalAddr(p)))
 		h.Write([]byte{0})
 	}
 	return fmt.Sprintf("mcnode/%s/%s/%s/N=%d/peers=%016x", c.Group, s.Protocol, s.Coterie, s.N, h.Sum64())
@@ -113,6 +115,9 @@ func (c Config) Hello() string {
 func (c *Config) validate() error {
 	if c.Group == "" {
 		return fmt.Errorf("%w: Group is empty", ErrConfig)
+	}
+	if len(c.Group) > MaxGroup {
+		return fmt.Errorf("%w: Group name of %d bytes, at most %d", ErrConfig, len(c.Group), MaxGroup)
 	}
 	if len(c.Peers) == 0 {
 		return fmt.Errorf("%w: Peers is empty: list every node's address", ErrConfig)
@@ -285,6 +290,9 @@ func (n *Node) call(ctx context.Context, f func()) error {
 	<-done
 	return nil
 }
+
+// MaxGroup bounds Config.Group, as in multicast mode (the hello carries it).
+const MaxGroup = 255
 
 // tokenFloor is where a new machine's fencing tokens start; a variable for
 // tests.

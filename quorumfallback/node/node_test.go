@@ -482,8 +482,22 @@ func TestDifferentPeerListsRefuseEachOther(t *testing.T) {
 	if err := nodes[0].WaitConnected(ctx); err == nil {
 		t.Fatal("two nodes with different peer lists connected")
 	}
-	if a, b := (Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "all", Peers: peers}).Hello(),
-		(Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "all", Peers: other}).Hello(); a == b {
+	var refused uint64
+	for _, nd := range nodes {
+		st := nd.tr.(*qnet.Mesh).Stats()
+		refused += st.ForeignHello + st.RefusedByPeer
+	}
+	if refused == 0 {
+		t.Fatal("no hello was refused: the links were slow, not refused")
+	}
+	hello := func(peers ...string) string {
+		return Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "all", Peers: peers}.Hello()
+	}
+	if a, b := hello(peers...), hello(other...); a == b {
 		t.Fatalf("the hellos of two peer lists are equal: %s", a)
+	}
+	// Two spellings of the same addresses are one list.
+	if a, b := hello("Node1:7000", "[::ffff:10.0.0.2]:7000"), hello("node1:07000", "10.0.0.2:7000"); a != b {
+		t.Errorf("two spellings of one peer list give different hellos: %s, %s", a, b)
 	}
 }

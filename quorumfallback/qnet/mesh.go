@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,7 +113,7 @@ type Config struct {
 	// Peers[Self] is where this node listens.
 	Peers []string
 	// Hello identifies the group and its setup, e.g.
-	// "mcnode/<group>/maekawa/fpp/N=5". A node refuses connections from
+	// "mcnode/<group>/maekawa/fpp/N=5/peers=<hash>". A node refuses connections from
 	// nodes whose Hello differs in any byte, so it should name everything
 	// the nodes must agree on.
 	Hello string
@@ -135,6 +136,25 @@ type Config struct {
 }
 
 // validate checks cfg and fills in defaults.
+// CanonicalAddr writes a peer's "host:port" one way: the host in lower case
+// (an IP address as Go prints it), the port as a number. Two spellings of one
+// address (Node1:7000 and node1:07000, two forms of an IPv6 address) give
+// the same; names are not resolved. A string that is no host:port is
+// returned as it is.
+func CanonicalAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err == nil {
+		port = strconv.FormatUint(p, 10)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	}
+	return net.JoinHostPort(strings.ToLower(host), port)
+}
+
 func (cfg *Config) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
@@ -159,7 +179,7 @@ func (cfg *Config) validate() error {
 		if host == "" || err != nil || p == 0 {
 			return bad("Peers[%d] %q: want host:port with a host and a port in [1, 65535], which others can dial", i, addr)
 		}
-		key := strings.ToLower(net.JoinHostPort(host, strconv.FormatUint(p, 10)))
+		key := CanonicalAddr(addr)
 		if j, dup := seen[key]; dup {
 			return bad("Peers[%d] %q and Peers[%d] %q are the same address", j, cfg.Peers[j], i, addr)
 		}
