@@ -147,6 +147,9 @@ type Protocol interface {
 	// from its grants is greater than floor, so that tokens keep increasing
 	// across restarts (see the package doc, "Fencing tokens").
 	RaiseTokens(floor uint64)
+	// HighestToken is the highest fencing token this machine has seen,
+	// granted or held: the runtime keeps it on disk, to start above it.
+	HighestToken() uint64
 }
 
 // State is what a node is doing with a resource.

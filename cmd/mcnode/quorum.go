@@ -254,6 +254,11 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 	if err != nil {
 		return nil, "", err
 	}
+	if f := timestampFile(c, log); f != "" {
+		// The highest fencing token this node saw, so that a restarted
+		// group's tokens start above it (node.Config.TokenFile).
+		cfg.TokenFile = strings.TrimSuffix(f, ".timestamp") + ".quorum-tokens"
+	}
 	var discover *group.Config // where to find the peers, without --peers
 	if c.String("peers") == "" {
 		gcfg, err := groupConfig(c, log)

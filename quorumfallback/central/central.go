@@ -44,6 +44,9 @@ func (n *Node) State() q.State { return n.state }
 // RaiseTokens makes the coordinator's next token greater than floor.
 func (n *Node) RaiseTokens(floor uint64) { n.issued = max(n.issued, floor) }
 
+// HighestToken is the highest token issued here or held.
+func (n *Node) HighestToken() uint64 { return max(n.issued, n.token) }
+
 // Ready takes the messages to send and whether the node entered.
 func (n *Node) Ready() q.Ready { return n.out.Ready() }
 

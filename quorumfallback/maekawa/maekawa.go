@@ -98,6 +98,9 @@ func (n *Node) State() q.State { return n.state }
 // counter of the highest token seen starts there.
 func (n *Node) RaiseTokens(floor uint64) { n.counter = max(n.counter, floor) }
 
+// HighestToken is the highest token seen (granted, released) or held.
+func (n *Node) HighestToken() uint64 { return max(n.counter, n.token) }
+
 // Ready takes the messages to send and whether the node entered.
 func (n *Node) Ready() q.Ready { return n.out.Ready() }
 

@@ -23,10 +23,9 @@
 // its peers rely on, so they refuse it (package qnet), and a node takes
 // locks only while its links to every peer are up: restart a group whole.
 // Fencing tokens start at the wall clock in microseconds each time a node
-// makes a resource's machine, so they keep increasing across such restarts
-// as long as the hosts' clocks agree to within the time the group was down
-// and none is set back (a holder's token comes from its quorum's clocks
-// only). The runtime keeps a machine for every resource name it meets, up to
+// makes a resource's machine, and above the highest token the node saw
+// before (Config.TokenFile), so they keep increasing across such restarts.
+// The runtime keeps a machine for every resource name it meets, up to
 // MaxResources.
 package node
 
@@ -41,6 +40,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcnode/mcnode/group/fence"
 	"github.com/mcnode/mcnode/internal/fanout"
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
@@ -88,6 +88,14 @@ type Config struct {
 	// Listener, if set, is the TCP mesh's listening socket instead of one on
 	// Peers[Self] (for nodes of one process on ports chosen by the system).
 	Listener net.Listener
+	// TokenFile, if set, is where the node keeps the highest fencing token
+	// it has seen, granted or held (package group/fence's format), written
+	// at most once a second and when it closes. Every machine's tokens
+	// start above it, and above the wall clock in microseconds: tokens then
+	// keep increasing across restarts even when a host's clock runs behind
+	// the others' (the last holder's token reached every arbiter of its
+	// quorum, and every quorum shares one of them) or is set back.
+	TokenFile string
 }
 
 // Setup is the protocol setup the config names.
@@ -153,6 +161,13 @@ type Node struct {
 	res     map[string]*resource
 	stats   Stats
 	updates fanout.Hub[Update]
+	// seen is the highest token read from cfg.TokenFile at start; highest
+	// the highest any machine has shown since, handed to the writer of the
+	// file (toSave, the newest only) at most once a second (savedAt).
+	seen, highest, saved uint64
+	savedAt              time.Time
+	toSave               chan uint64
+	writerDone           chan struct{}
 }
 
 // MaxResources bounds the machines a node keeps (one per resource name
@@ -215,6 +230,15 @@ func Start(cfg Config) (*Node, error) {
 		calls: make(chan func()), done: make(chan struct{}), exited: make(chan struct{}),
 		res: map[string]*resource{},
 	}
+	if cfg.TokenFile != "" {
+		seen, err := fence.Highest(cfg.TokenFile)
+		if err != nil {
+			n.log.Error().Err(err).Str("file", cfg.TokenFile).Msg("cannot read the highest fencing token seen; tokens start at the wall clock alone")
+		}
+		n.seen, n.saved = seen, seen
+		n.toSave, n.writerDone = make(chan uint64, 1), make(chan struct{})
+		go n.writeTokens()
+	}
 	n.log.Info().Str("setup", cfg.Setup().String()).Int("self", cfg.Self).Ints("quorum", f.Quorum(cfg.Self)).
 		Msg("quorum-mode node started")
 	go n.loop()
@@ -247,6 +271,13 @@ func (n *Node) Close() error {
 
 func (n *Node) loop() {
 	defer close(n.exited)
+	defer func() {
+		if n.toSave != nil {
+			n.saveTokens(true)
+			close(n.toSave)
+			<-n.writerDone // the highest token is on disk when Close returns
+		}
+	}()
 	in := n.tr.Inbound()
 	for {
 		select {
@@ -296,7 +327,7 @@ const MaxGroup = 255
 
 // tokenFloor is where a new machine's fencing tokens start; a variable for
 // tests.
-var tokenFloor = func() uint64 { return uint64(time.Now().UnixMicro()) }
+var tokenFloor = func(self int) uint64 { return uint64(time.Now().UnixMicro()) }
 
 func (n *Node) resource(name string) (*resource, error) {
 	if r := n.res[name]; r != nil {
@@ -313,7 +344,7 @@ func (n *Node) resource(name string) (*resource, error) {
 	// above every token this resource had before this node, or the whole
 	// group, restarted (far fewer than a million grants a second), as the
 	// multicast mode's group timestamp starts a new group.
-	m.RaiseTokens(tokenFloor())
+	m.RaiseTokens(max(tokenFloor(n.cfg.Self), n.seen))
 	r := &resource{name: name, m: m}
 	n.res[name] = r
 	return r, nil
@@ -347,6 +378,10 @@ func (n *Node) receive(in qnet.Inbound) {
 // flush sends what r's machine produced and hands out the lock if it
 // entered.
 func (n *Node) flush(r *resource) {
+	if h := r.m.HighestToken(); h > n.highest {
+		n.highest = h
+		n.saveTokens(false)
+	}
 	rd := r.m.Ready()
 	for _, m := range rd.Messages {
 		if err := n.tr.Send(m.To, qnet.Frame{Resource: r.name, Msg: m}); err != nil {
@@ -370,6 +405,35 @@ func (n *Node) flush(r *resource) {
 	r.waiters = r.waiters[1:]
 	r.lease = &Lease{name: r.name, token: rd.Token, n: n, lost: make(chan struct{})}
 	w.ch <- result{lease: r.lease}
+}
+
+// saveTokens hands the highest token to the file's writer: at most once a
+// second, unless now.
+func (n *Node) saveTokens(now bool) {
+	if n.toSave == nil || n.highest <= n.saved || (!now && time.Since(n.savedAt) < time.Second) {
+		return
+	}
+	select {
+	case n.toSave <- n.highest:
+	default: // the writer is busy: replace what waits with the newer one
+		select {
+		case <-n.toSave:
+		default:
+		}
+		n.toSave <- n.highest
+	}
+	n.saved, n.savedAt = n.highest, time.Now()
+}
+
+// writeTokens writes what saveTokens hands over, until the loop ends: the
+// write syncs the file, which must not stall the loop.
+func (n *Node) writeTokens() {
+	defer close(n.writerDone)
+	for t := range n.toSave {
+		if err := fence.Check(n.cfg.TokenFile, t); err != nil && !errors.Is(err, fence.ErrStale) {
+			n.log.Warn().Err(err).Msg("cannot record the highest fencing token")
+		}
+	}
 }
 
 // release leaves the critical section and asks again for the next waiter.

@@ -425,7 +425,7 @@ func TestPublishToADeadPeerIsBounded(t *testing.T) {
 func TestTokensIncreaseAcrossGroupRestarts(t *testing.T) {
 	clock := uint64(1_700_000_000_000_000)
 	old := tokenFloor
-	tokenFloor = func() uint64 { return clock }
+	tokenFloor = func(int) uint64 { return clock }
 	t.Cleanup(func() { tokenFloor = old })
 	for _, p := range []struct{ protocol, coterie string }{
 		{protocols.Maekawa, "grid"}, {protocols.CaoSinghal, "grid"}, {protocols.Kakugawa, "grid"},
@@ -499,5 +499,77 @@ func TestDifferentPeerListsRefuseEachOther(t *testing.T) {
 	// Two spellings of the same addresses are one list.
 	if a, b := hello("Node1:7000", "[::ffff:10.0.0.2]:7000"), hello("node1:07000", "10.0.0.2:7000"); a != b {
 		t.Errorf("two spellings of one peer list give different hellos: %s, %s", a, b)
+	}
+}
+
+// A host whose clock runs an hour ahead of the others: its node's tokens
+// start an hour ahead, and the next holder's token, from the same quorum
+// arbiters, is above them. After the whole group restarts a minute later,
+// a holder whose quorum leaves the fast host out (grid, N = 4: node 0 asks
+// {0, 1, 2}) would start from the slow clocks and go back an hour; the
+// highest token each node saw, kept in its TokenFile, keeps it above.
+func TestTokensIncreaseAcrossRestartsWithASkewedClock(t *testing.T) {
+	const hour, minute = 3_600_000_000, 60_000_000
+	clock := uint64(1_700_000_000_000_000)
+	old := tokenFloor
+	tokenFloor = func(self int) uint64 {
+		if self == 3 {
+			return clock + hour
+		}
+		return clock
+	}
+	t.Cleanup(func() { tokenFloor = old })
+	dir := t.TempDir()
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("token files %v", keep), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var last uint64
+			regressed := false
+			for run := range 2 {
+				ends := qnet.NewMemNetwork(4)
+				peers := []string{"mem-0", "mem-1", "mem-2", "mem-3"}
+				var nodes []*Node
+				for i := range 4 {
+					cfg := Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "grid", Self: i, Peers: peers, Transport: ends[i]}
+					if keep {
+						cfg.TokenFile = fmt.Sprintf("%s/node%d.token", dir, i)
+					}
+					nd, err := Start(cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					nodes = append(nodes, nd)
+				}
+				order := []int{3, 0} // the fast host first, then a slow one
+				if run == 1 {
+					order = []int{0, 1}
+				}
+				for _, i := range order {
+					l, err := nodes[i].Acquire(ctx, "r")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if l.Token() <= last {
+						regressed = true
+						t.Logf("run %d: node %d got token %d after %d", run, i, l.Token(), last)
+					}
+					last = max(last, l.Token())
+					if err := l.Release(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, nd := range nodes {
+					nd.Close()
+				}
+				clock += minute
+			}
+			if keep && regressed {
+				t.Error("a token went back across the restart, with the token files kept")
+			}
+			if !keep && !regressed {
+				t.Error("without token files no token went back: the scenario does not show the skew")
+			}
+		})
 	}
 }
