@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -56,7 +57,7 @@ type UDPStats struct {
 	Oversized            uint64 // datagrams over MaxDatagram, dropped
 	Stray                uint64 // multicast for another group or interface, dropped
 	SendErrors           uint64
-	Overflow             uint64 // datagrams dropped because the node fell behind
+	Overflow             uint64 // datagrams dropped because the node fell behind (its queue, or the kernel's socket buffer full)
 }
 
 // UDP is the real transport: one socket bound to the group address, joined
@@ -81,6 +82,10 @@ type UDP struct {
 	addrs  map[string]*net.UDPAddr
 
 	sent, received, sentBytes, recvBytes, oversized, stray, sendErrors, overflow atomic.Uint64
+	// kernelDrops are the datagrams the kernel dropped for want of room in
+	// each socket's buffer (SO_RXQ_OVFL: a running count the kernel attaches
+	// to what it delivers next), multicast and unicast socket.
+	kernelDrops [2]atomic.Uint64
 }
 
 // ListenUDP opens the sockets, joins the group and starts reading.
@@ -148,6 +153,7 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 	u.rcvBuf = cfg.SocketBuffer
 	for _, c := range []net.PacketConn{u.uc, u.mc} {
 		u.rcvBuf = min(u.rcvBuf, setBuffers(c, cfg.SocketBuffer))
+		countKernelDrops(c)
 	}
 	u.mcp = ipv4.NewPacketConn(u.mc)
 	if err := u.mcp.JoinGroup(cfg.Interface, &net.UDPAddr{IP: u.group.IP}); err != nil {
@@ -194,6 +200,17 @@ func setBuffers(c net.PacketConn, size int) int {
 	return granted
 }
 
+// countKernelDrops asks the kernel to attach its count of the datagrams it
+// dropped for want of buffer to what it delivers (SO_RXQ_OVFL). Where it
+// cannot, those drops go uncounted.
+func countKernelDrops(c net.PacketConn) {
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			_ = raw.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) })
+		}
+	}
+}
+
 // ReceiveBuffer returns the receive buffer the kernel granted each socket
 // (the smaller of the two) and the one asked for. Short of what was asked,
 // a burst the node is too busy to read at once is dropped: above all the
@@ -228,23 +245,60 @@ func (u *UDP) Packets() <-chan Packet { return u.packets }
 func (u *UDP) Stats() UDPStats {
 	return UDPStats{
 		Sent: u.sent.Load(), Received: u.received.Load(), SentBytes: u.sentBytes.Load(), RecvBytes: u.recvBytes.Load(),
-		Oversized: u.oversized.Load(), Stray: u.stray.Load(), SendErrors: u.sendErrors.Load(), Overflow: u.overflow.Load(),
+		Oversized: u.oversized.Load(), Stray: u.stray.Load(), SendErrors: u.sendErrors.Load(), Overflow: u.overflows(),
 	}
 }
 
 // Drops returns what the transport dropped, by reason (see DropCounter).
 func (u *UDP) Drops() map[string]uint64 {
-	return map[string]uint64{DropOversized: u.oversized.Load(), DropStray: u.stray.Load(), DropOverflow: u.overflow.Load()}
+	return map[string]uint64{DropOversized: u.oversized.Load(), DropStray: u.stray.Load(), DropOverflow: u.overflows()}
+}
+
+// overflows counts what the node dropped for falling behind: in its own
+// queue, and in the kernel's socket buffers.
+func (u *UDP) overflows() uint64 {
+	return u.overflow.Load() + u.kernelDrops[0].Load() + u.kernelDrops[1].Load()
+}
+
+// noteKernelDrops reads the kernel's count of drops for want of buffer from
+// a datagram's control messages, if it carries one.
+func (u *UDP) noteKernelDrops(oob []byte, multicast bool) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_RXQ_OVFL && len(m.Data) >= 4 {
+			i := 0
+			if !multicast {
+				i = 1
+			}
+			// A running count since the socket opened; it wraps at 2^32.
+			n := uint64(binary.NativeEndian.Uint32(m.Data))
+			for {
+				old := u.kernelDrops[i].Load()
+				if n <= old || u.kernelDrops[i].CompareAndSwap(old, n) {
+					break
+				}
+			}
+		}
+	}
 }
 
 func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 	defer u.readers.Done()
 	ms := make([]ipv4.Message, u.cfg.ReadBatch)
+	// Room for the kernel's count of drops (SO_RXQ_OVFL), and on the
+	// multicast socket for where each datagram went. The count comes only
+	// once there were drops: control messages longer than where-it-went
+	// alone are parsed for it.
+	where := 0
+	if multicast {
+		where = len(ipv4.NewControlMessage(ipv4.FlagDst | ipv4.FlagInterface))
+	}
 	for i := range ms {
 		ms[i].Buffers = [][]byte{make([]byte, u.cfg.MaxDatagram+1)}
-		if multicast {
-			ms[i].OOB = ipv4.NewControlMessage(ipv4.FlagDst | ipv4.FlagInterface)
-		}
+		ms[i].OOB = make([]byte, where+unix.CmsgSpace(4))
 	}
 	pkts := make([]Packet, 0, len(ms))
 	sources := sourceNames{}
@@ -281,6 +335,9 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 			if m.N > u.cfg.MaxDatagram {
 				u.oversized.Add(1)
 				continue
+			}
+			if m.NN > where {
+				u.noteKernelDrops(m.OOB[:m.NN], multicast)
 			}
 			if multicast && !u.ours(m.OOB[:m.NN]) {
 				u.stray.Add(1)

@@ -199,3 +199,50 @@ func TestUDPJoinLargeState(t *testing.T) {
 		}
 	}
 }
+
+// Datagrams the kernel drops because the node fell behind its socket (the
+// receive buffer full) are counted as overflow: the kernel tells with the
+// next datagram it delivers.
+func TestUDPKernelDropsCounted(t *testing.T) {
+	if !netns.Isolate(t) {
+		return
+	}
+	cfg := group.DefaultLocalConfig()
+	ifi, err := net.InterfaceByName(cfg.Interface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := group.ListenUDP(group.UDPConfig{Group: netip.MustParseAddrPort(cfg.Address), Interface: ifi, Loopback: true, SocketBuffer: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	stall, got := make(chan struct{}), make(chan int, 1024)
+	var once sync.Once
+	u.SetHandler(func(ps []group.Packet) {
+		once.Do(func() { <-stall }) // the node falls behind
+		got <- len(ps)
+	})
+	src, err := net.Dial("udp4", u.LocalAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	payload := make([]byte, 1000)
+	for range 300 {
+		_, _ = src.Write(payload)
+	}
+	close(stall)
+	// Read until a datagram sent after the flood has come through.
+	deadline := time.After(10 * time.Second)
+	for u.Drops()[group.DropOverflow] == 0 {
+		_, _ = src.Write(payload)
+		select {
+		case <-got:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("a flood into a 4 KiB socket buffer while the node stalled: drops %v", u.Drops())
+		}
+	}
+	t.Logf("drops %v", u.Drops())
+}
