@@ -128,8 +128,8 @@ func startBots(t *testing.T, c *cluster, d time.Duration, target int) []*player 
 		if err != nil {
 			t.Fatal(err)
 		}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
+		stderr := &lockedBuilder{}
+		cmd.Stderr = stderr // written by exec's copier, read by the cleanup
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -153,9 +153,39 @@ func startBots(t *testing.T, c *cluster, d time.Duration, target int) []*player 
 			}
 		})
 		ps = append(ps, p)
-		time.Sleep(300 * time.Millisecond) // the first founds the group
+		if i == 0 {
+			// The first founds the group: the others must find it there,
+			// or each founds its own (they join for 300 ms, and a loaded
+			// host may take longer to start the first).
+			deadline := time.Now().Add(20 * time.Second)
+			for !strings.Contains(stderr.String(), "founded the group") {
+				if time.Now().After(deadline) {
+					t.Fatalf("bot0 founded no group in 20 s: %s", stderr.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
 	return ps
+}
+
+// lockedBuilder is a strings.Builder safe for one writer and readers.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // nextPick waits for a "pick" event of player name among p's lines after
