@@ -37,28 +37,7 @@ func bigStateJoin(t *testing.T, locks, rateLimit int) {
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		pad := strings.Repeat("x", 110)
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 256)
-		var mu sync.Mutex
-		var firstErr error
-		for i := 0; i < locks; i++ {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if _, err := gs[i%2].Acquire(ctx, fmt.Sprintf("%s-%06d", pad, i)); err != nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		if firstErr != nil {
-			t.Fatal(firstErr)
-		}
+		holdMany(t, ctx, gs, locks, strings.Repeat("x", 110))
 		st, _ := gs[0].Status()
 		t.Logf("%d locks held in the group (%d resources in status)", locks, len(st.Resources))
 		cfg := memConfig(net)
@@ -82,4 +61,33 @@ func TestLargeStateTransferPassesTheRateLimit(t *testing.T) {
 		t.Skip("22,000 locks")
 	}
 	bigStateJoin(t, 22000, 0)
+}
+
+// holdMany has the nodes take locks named prefix-NNNNNN among them, many at
+// a time, and hold them.
+func holdMany(t *testing.T, ctx context.Context, gs []*group.Group, locks int, prefix string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	errs := make(chan error, 1)
+	for i := range locks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := gs[i%len(gs)].Acquire(ctx, fmt.Sprintf("%s-%06d", prefix, i)); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
 }

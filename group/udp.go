@@ -152,8 +152,7 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 	}
 	u.rcvBuf = cfg.SocketBuffer
 	for _, c := range []net.PacketConn{u.uc, u.mc} {
-		u.rcvBuf = min(u.rcvBuf, setBuffers(c, cfg.SocketBuffer))
-		countKernelDrops(c)
+		u.rcvBuf = min(u.rcvBuf, tuneSocket(c, cfg.SocketBuffer))
 	}
 	u.mcp = ipv4.NewPacketConn(u.mc)
 	if err := u.mcp.JoinGroup(cfg.Interface, &net.UDPAddr{IP: u.group.IP}); err != nil {
@@ -171,12 +170,15 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 	return u, nil
 }
 
-// setBuffers asks for socket buffers of size bytes: beyond the kernel's cap
+// tuneSocket asks for socket buffers of size bytes: beyond the kernel's cap
 // (net.core.rmem_max, wmem_max) where the process may (CAP_NET_ADMIN), else
 // up to it. It returns the receive buffer granted (size when it cannot
 // tell). A smaller buffer drops more under bursts, which the protocol
-// repairs, except a large state transfer (see ReceiveBuffer).
-func setBuffers(c net.PacketConn, size int) int {
+// repairs, except a large state transfer (see ReceiveBuffer). It also asks
+// the kernel to attach its count of the datagrams it dropped for want of
+// buffer to what it delivers next (SO_RXQ_OVFL; where it cannot, those
+// drops go uncounted).
+func tuneSocket(c net.PacketConn, size int) int {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return size
@@ -192,23 +194,13 @@ func setBuffers(c net.PacketConn, size int) int {
 				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[1], size)
 			}
 		}
+		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
 		// Linux reports twice what it grants (it counts its bookkeeping).
 		if got, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF); err == nil {
 			granted = got / 2
 		}
 	})
 	return granted
-}
-
-// countKernelDrops asks the kernel to attach its count of the datagrams it
-// dropped for want of buffer to what it delivers (SO_RXQ_OVFL). Where it
-// cannot, those drops go uncounted.
-func countKernelDrops(c net.PacketConn) {
-	if sc, ok := c.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			_ = raw.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) })
-		}
-	}
 }
 
 // ReceiveBuffer returns the receive buffer the kernel granted each socket

@@ -151,29 +151,7 @@ func TestUDPJoinLargeState(t *testing.T) {
 		defer g.Close()
 		gs = append(gs, g)
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	errs := make(chan error, 1)
-	for i := 0; i < locks; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if _, err := gs[i%2].Acquire(ctx, fmt.Sprintf("held-by-the-group-%06d", i)); err != nil {
-				select {
-				case errs <- err:
-				default:
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		t.Fatal(err)
-	default:
-	}
+	holdMany(t, ctx, gs, locks, "held-by-the-group")
 	// A newcomer joins the group, and never founds another if the group is
 	// slow to answer.
 	ncfg := cfg

@@ -153,49 +153,67 @@ func measureRoundTrips(n int, once func() error) (time.Duration, error) {
 func SocketJobs(setups []Setup, ns []int, loads []string, opt SocketOptions, cal *Calibration) []Job {
 	var jobs []Job
 	for _, load := range loads {
-		if load == Idle {
-			for _, st := range setups {
-				if st.Multicast() && !st.Keyed() {
-					for _, n := range ns {
-						jobs = append(jobs, Job{Layer: LayerSockets, Load: load, Setup: st, N: n, run: func() Row {
-							return idleRun(st, n, opt)
-						}})
-					}
+		for _, st := range setups {
+			switch {
+			case load == Idle || load == Memory:
+				// The multicast mode's upkeep: once, unkeyed.
+				if !st.Multicast() || st.Keyed() {
+					continue
 				}
-			}
-			continue
-		}
-		if load == Memory {
-			for _, st := range setups {
-				if st.Multicast() && !st.Keyed() {
+				if load == Memory {
 					jobs = append(jobs, Job{Layer: LayerSockets, Load: load, Setup: st, N: opt.MemoryNodes, run: func() Row {
 						return memoryRun(st, opt)
 					}})
+					continue
 				}
-			}
-			continue
-		}
-		for _, st := range setups {
-			for _, n := range ns {
-				jobs = append(jobs, Job{Layer: LayerSockets, Load: load, Setup: st, N: n, run: func() Row {
-					return socketRun(st, n, load, opt, *cal)
-				}})
+				for _, n := range ns {
+					jobs = append(jobs, Job{Layer: LayerSockets, Load: load, Setup: st, N: n, run: func() Row {
+						return idleRun(st, n, opt)
+					}})
+				}
+			default:
+				for _, n := range ns {
+					jobs = append(jobs, Job{Layer: LayerSockets, Load: load, Setup: st, N: n, run: func() Row {
+						return socketRun(st, n, load, opt, *cal)
+					}})
+				}
 			}
 		}
 	}
 	return jobs
 }
 
+// notInNamespace is a multicast row's error outside a private namespace.
+const notInNamespace = "not run: real multicast needs a private network namespace (run mcnode bench as root)"
+
+// benchName is a group name of its own for each run of this process.
+func benchName() string { return fmt.Sprintf("mcnode-bench-%d-%d", os.Getpid(), runCounter.Add(1)) }
+
+// startArbiters starts n unkeyed multicast-mode nodes for an upkeep row,
+// or says in row why it could not.
+func startArbiters(ctx context.Context, row *Row, n int, opt SocketOptions) *localgroup.Group {
+	if !netns.Inside() {
+		row.Err = notInNamespace
+		return nil
+	}
+	c, err := localgroup.Start(ctx, localgroup.Options{Mode: mcnode.Multicast, N: n, Name: benchName(), Logger: opt.Logger})
+	if err != nil {
+		row.Err = err.Error()
+		return nil
+	}
+	return c
+}
+
 var runCounter atomic.Int64
 
 func socketRun(st Setup, n int, load string, opt SocketOptions, cal Calibration) Row {
 	row := Row{Layer: LayerSockets, Protocol: st.Protocol, Coterie: st.Coterie, N: n, Load: load}
-	lo := localgroup.Options{N: n, Name: fmt.Sprintf("mcnode-bench-%d-%d", os.Getpid(), runCounter.Add(1)), Logger: opt.Logger}
+	lo := localgroup.Options{N: n, Name: benchName(), Logger: opt.Logger}
 	rtt := cal.TCP
 	if st.Multicast() {
 		row.Mode, row.Transport, rtt = ModeMulticast, "udp-multicast", cal.UDP
 		if !netns.Inside() {
-			row.Err = "not run: real multicast needs a private network namespace (run mcnode bench as root)"
+			row.Err = notInNamespace
 			return row
 		}
 		lo.Mode = mcnode.Multicast
@@ -275,10 +293,6 @@ func processCPU() time.Duration {
 func memoryRun(st Setup, opt SocketOptions) Row {
 	n := opt.MemoryNodes
 	row := Row{Layer: LayerSockets, Mode: ModeMulticast, Protocol: st.Protocol, Transport: "udp-multicast", N: n, Load: Memory, Locks: opt.MemoryLocks}
-	if !netns.Inside() {
-		row.Err = "not run: real multicast needs a private network namespace (run mcnode bench as root)"
-		return row
-	}
 	inUse := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -288,10 +302,8 @@ func memoryRun(st Setup, opt SocketOptions) Row {
 	before := inUse()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := localgroup.Start(ctx, localgroup.Options{Mode: mcnode.Multicast, N: n,
-		Name: fmt.Sprintf("mcnode-bench-%d-%d", os.Getpid(), runCounter.Add(1)), Logger: opt.Logger})
-	if err != nil {
-		row.Err = err.Error()
+	c := startArbiters(ctx, &row, n, opt)
+	if c == nil {
 		return row
 	}
 	defer c.Close()
@@ -336,16 +348,10 @@ func memoryRun(st Setup, opt SocketOptions) Row {
 // of keeping the group, per member and second.
 func idleRun(st Setup, n int, opt SocketOptions) Row {
 	row := Row{Layer: LayerSockets, Mode: ModeMulticast, Protocol: st.Protocol, Transport: "udp-multicast", N: n, Load: Idle}
-	if !netns.Inside() {
-		row.Err = "not run: real multicast needs a private network namespace (run mcnode bench as root)"
-		return row
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := localgroup.Start(ctx, localgroup.Options{Mode: mcnode.Multicast, N: n,
-		Name: fmt.Sprintf("mcnode-bench-%d-%d", os.Getpid(), runCounter.Add(1)), Logger: opt.Logger})
-	if err != nil {
-		row.Err = err.Error()
+	c := startArbiters(ctx, &row, n, opt)
+	if c == nil {
 		return row
 	}
 	defer c.Close()
