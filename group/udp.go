@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
@@ -86,6 +87,12 @@ type UDP struct {
 	// each socket's buffer (SO_RXQ_OVFL: a running count the kernel attaches
 	// to what it delivers next), multicast and unicast socket.
 	kernelDrops [2]atomic.Uint64
+	// filtersOwn: the multicast socket's filter drops this node's own
+	// multicasts, which the kernel counts with the drops for want of
+	// buffer; ownMulticasts counts them (before they are sent, so that the
+	// difference never counts one as a drop).
+	filtersOwn    bool
+	ownMulticasts atomic.Uint64
 }
 
 // ListenUDP opens the sockets, joins the group and starts reading.
@@ -164,9 +171,12 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 		u.Close()
 		return nil, fmt.Errorf("group: control messages: %w", err)
 	}
+	// Without the filter, the node drops its own multicast itself, after
+	// reading it (Group.receive).
+	u.filtersOwn = u.mcp.SetBPF(ownMulticastFilter(u.uc.LocalAddr().(*net.UDPAddr).AddrPort())) == nil && cfg.Loopback
 	u.readers.Add(2)
-	go u.read(u.mcp, true)
-	go u.read(u.ucp, false)
+	go u.read(u.mc, true)
+	go u.read(u.uc, false)
 	return u, nil
 }
 
@@ -201,6 +211,31 @@ func tuneSocket(c net.PacketConn, size int) int {
 		}
 	})
 	return granted
+}
+
+// ownMulticastFilter is a socket filter for the multicast socket that drops
+// the datagrams sent from own, this node's unicast socket: the kernel loops
+// every multicast back to every socket of the group on this host, the other
+// nodes' (which need it) and the sender's own (which does not). Dropped in
+// the kernel, it wakes nobody: at N nodes per host that is one reception in
+// N saved, and the sender's reader no longer competes for a core with the
+// receivers that the multicast is for. The filter sees a datagram from its
+// UDP header on; the IP header lies at the kernel's network offset.
+func ownMulticastFilter(own netip.AddrPort) []bpf.RawInstruction {
+	const netOff = 0xfff00000 // SKF_NET_OFF: offsets from the IP header
+	ip := own.Addr().As4()
+	prog, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: netOff + 12, Size: 4}, // IPv4 source address
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: binary.BigEndian.Uint32(ip[:]), SkipTrue: 3},
+		bpf.LoadAbsolute{Off: 0, Size: 2}, // UDP source port
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(own.Port()), SkipTrue: 1},
+		bpf.RetConstant{Val: 0},          // ours: drop
+		bpf.RetConstant{Val: 0xffffffff}, // anyone else's: keep all of it
+	})
+	if err != nil {
+		panic(err) // a fixed program: it assembles, or the code is wrong
+	}
+	return prog
 }
 
 // ReceiveBuffer returns the receive buffer the kernel granted each socket
@@ -267,6 +302,15 @@ func (u *UDP) noteKernelDrops(oob []byte, multicast bool) {
 			}
 			// A running count since the socket opened; it wraps at 2^32.
 			n := uint64(binary.NativeEndian.Uint32(m.Data))
+			if multicast && u.filtersOwn {
+				// Less the node's own multicasts, which the filter
+				// dropped: all of those sent so far, at most.
+				own := u.ownMulticasts.Load()
+				if n <= own {
+					continue
+				}
+				n -= own
+			}
 			for {
 				old := u.kernelDrops[i].Load()
 				if n <= old || u.kernelDrops[i].CompareAndSwap(old, n) {
@@ -277,9 +321,8 @@ func (u *UDP) noteKernelDrops(oob []byte, multicast bool) {
 	}
 }
 
-func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
+func (u *UDP) read(c net.PacketConn, multicast bool) {
 	defer u.readers.Done()
-	ms := make([]ipv4.Message, u.cfg.ReadBatch)
 	// Room for the kernel's count of drops (SO_RXQ_OVFL), and on the
 	// multicast socket for where each datagram went. The count comes only
 	// once there were drops: control messages longer than where-it-went
@@ -288,68 +331,36 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 	if multicast {
 		where = len(ipv4.NewControlMessage(ipv4.FlagDst | ipv4.FlagInterface))
 	}
-	for i := range ms {
-		ms[i].Buffers = [][]byte{make([]byte, u.cfg.MaxDatagram+1)}
-		ms[i].OOB = make([]byte, where+unix.CmsgSpace(4))
-	}
-	pkts := make([]Packet, 0, len(ms))
+	b := newReadBatch(u.cfg.ReadBatch, u.cfg.MaxDatagram+1, where+unix.CmsgSpace(4))
+	pkts := make([]Packet, 0, u.cfg.ReadBatch)
 	sources := sourceNames{}
-	batch := true
-	for {
-		var n int
-		var err error
-		if batch {
-			n, err = p.ReadBatch(ms, 0)
-			if err != nil && !u.isClosed() && isUnsupported(err) {
-				batch = false // ReadBatch is Linux-only; read one at a time elsewhere
-				continue
-			}
-		} else {
-			var cm *ipv4.ControlMessage
-			var src net.Addr
-			ms[0].N, cm, src, err = p.ReadFrom(ms[0].Buffers[0])
-			ms[0].Addr, ms[0].NN, n = src, 0, 1
-			if cm != nil && multicast {
-				ms[0].OOB = cm.Marshal()
-				ms[0].NN = len(ms[0].OOB)
-			}
-		}
-		if err != nil {
-			if u.isClosed() {
-				return
-			}
-			continue // a transient error (ICMP feedback on a UDP socket): keep reading
-		}
+	deliver := func(n int) {
 		now := time.Now()
 		pkts = pkts[:0]
-		for i := 0; i < n; i++ {
-			m := &ms[i]
-			if m.N > u.cfg.MaxDatagram {
+		for i := range n {
+			data, oob, from := b.message(i)
+			if len(data) > u.cfg.MaxDatagram {
 				u.oversized.Add(1)
 				continue
 			}
-			if m.NN > where {
-				u.noteKernelDrops(m.OOB[:m.NN], multicast)
+			if len(oob) > where {
+				u.noteKernelDrops(oob, multicast)
 			}
-			if multicast && !u.ours(m.OOB[:m.NN]) {
+			if multicast && !u.ours(oob) {
 				u.stray.Add(1)
 				continue
 			}
 			u.received.Add(1)
-			u.recvBytes.Add(uint64(m.N))
-			pkt := Packet{Data: append([]byte(nil), m.Buffers[0][:m.N]...), Multicast: multicast, Received: now}
-			if m.Addr != nil {
-				pkt.Source = sources.name(m.Addr)
-			}
-			pkts = append(pkts, pkt)
+			u.recvBytes.Add(uint64(len(data)))
+			pkts = append(pkts, Packet{Data: append([]byte(nil), data...), Source: sources.name(from), Multicast: multicast, Received: now})
 		}
 		if len(pkts) == 0 {
-			continue // all stray or oversized: nothing to wake the node for
+			return // all stray or oversized: nothing to wake the node for
 		}
+		defer clear(pkts)
 		if h := u.handler.Load(); h != nil {
 			(*h)(pkts)
-			clear(pkts)
-			continue
+			return
 		}
 		for _, pkt := range pkts {
 			select {
@@ -360,7 +371,15 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 				u.overflow.Add(1) // as a full socket buffer would: the protocol repairs it
 			}
 		}
-		clear(pkts)
+	}
+	raw, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return
+	}
+	for !u.isClosed() {
+		// An error other than the socket's closing is transient (ICMP
+		// feedback on a UDP socket): keep reading.
+		_ = b.read(raw, deliver)
 	}
 }
 
@@ -369,19 +388,14 @@ func (u *UDP) read(p *ipv4.PacketConn, multicast bool) {
 // datagram anew costs an allocation each. One reader's own.
 type sourceNames map[netip.AddrPort]string
 
-func (s sourceNames) name(a net.Addr) string {
-	ua, ok := a.(*net.UDPAddr)
-	if !ok {
-		return a.String()
-	}
-	ap := ua.AddrPort()
+func (s sourceNames) name(ap netip.AddrPort) string {
 	if name, ok := s[ap]; ok {
 		return name
 	}
 	if len(s) >= 4096 {
 		clear(s) // a flood of sources: start over rather than grow
 	}
-	name := ua.String() // as a member's address is written everywhere else
+	name := ap.String() // as a member's address is written everywhere else
 	s[ap] = name
 	return name
 }
@@ -435,6 +449,9 @@ func (u *UDP) Send(batch []Datagram) error {
 			}
 		}
 		ms = append(ms, ipv4.Message{Buffers: [][]byte{d.Data}, Addr: dst})
+		if d.To == "" && u.filtersOwn {
+			u.ownMulticasts.Add(1)
+		}
 	}
 	var errs []error
 	for len(ms) > 0 {

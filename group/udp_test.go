@@ -224,3 +224,75 @@ func TestUDPKernelDropsCounted(t *testing.T) {
 	}
 	t.Logf("drops %v", u.Drops())
 }
+
+// The kernel loops every multicast back to every group socket on the host:
+// the other nodes' and the sender's own. The sender's own copy is dropped
+// by a socket filter before it wakes the sender (the transport counts
+// none of them received), while another node's multicast, from the
+// same address and another port, comes through to both. The own copies the
+// filter dropped are not counted as drops.
+func TestUDPOwnMulticastDroppedInTheKernel(t *testing.T) {
+	if !netns.Isolate(t) {
+		return
+	}
+	cfg := group.DefaultLocalConfig()
+	ifi, err := net.InterfaceByName(cfg.Interface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := func() (*group.UDP, chan group.Packet) {
+		u, err := group.ListenUDP(group.UDPConfig{Group: netip.MustParseAddrPort(cfg.Address), Interface: ifi, Loopback: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { u.Close() })
+		got := make(chan group.Packet, 64)
+		u.SetHandler(func(ps []group.Packet) {
+			for _, p := range ps {
+				got <- p
+			}
+		})
+		return u, got
+	}
+	a, gotA := listen()
+	b, gotB := listen()
+	expect := func(got chan group.Packet, who, from, want string) {
+		t.Helper()
+		select {
+		case p := <-got:
+			if string(p.Data) != want || p.Source != from || !p.Multicast {
+				t.Fatalf("%s received %q from %s (multicast %v), want %q from %s", who, p.Data, p.Source, p.Multicast, want, from)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not receive %q from %s", who, want, from)
+		}
+	}
+	// One at a time: each waits for the reader to have emptied its socket
+	// (which then waits for the poller without a read; see readBatch).
+	const sends = 200
+	for i := range sends {
+		msg := fmt.Sprintf("from a %d", i)
+		if err := a.Send([]group.Datagram{{Data: []byte(msg)}}); err != nil {
+			t.Fatal(err)
+		}
+		expect(gotB, "b", a.LocalAddr(), msg)
+	}
+	if err := b.Send([]group.Datagram{{Data: []byte("from b")}}); err != nil {
+		t.Fatal(err)
+	}
+	expect(gotA, "a", b.LocalAddr(), "from b")
+	select {
+	case p := <-gotA:
+		t.Fatalf("a received %q from %s besides b's datagram: its own multicast came back", p.Data, p.Source)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := a.Stats().Received; n != 1 {
+		t.Fatalf("a's transport received %d datagrams, want 1 (b's): its own %d multicasts reached it", n, sends)
+	}
+	// The kernel counts what the filter drops with what it drops for want
+	// of buffer, and reports that count with b's datagram: a's own are no
+	// overflow.
+	if d := a.Drops()[group.DropOverflow]; d != 0 {
+		t.Fatalf("a counts %d datagrams dropped for want of buffer: its own %d filtered multicasts", d, sends)
+	}
+}
