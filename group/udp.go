@@ -172,8 +172,8 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 		return nil, fmt.Errorf("group: control messages: %w", err)
 	}
 	// Without the filter, the node drops its own multicast itself, after
-	// reading it (Group.receive).
-	u.filtersOwn = u.mcp.SetBPF(ownMulticastFilter(u.uc.LocalAddr().(*net.UDPAddr).AddrPort())) == nil && cfg.Loopback
+	// reading it (Group.receive). Without loopback there is none to drop.
+	u.filtersOwn = cfg.Loopback && u.mcp.SetBPF(ownMulticastFilter(u.uc.LocalAddr().(*net.UDPAddr).AddrPort())) == nil
 	u.readers.Add(2)
 	go u.read(u.mc, true)
 	go u.read(u.uc, false)
@@ -288,34 +288,39 @@ func (u *UDP) overflows() uint64 {
 }
 
 // noteKernelDrops reads the kernel's count of drops for want of buffer from
-// a datagram's control messages, if it carries one.
+// a datagram's control messages, if it carries one (without allocating:
+// with the own-multicast filter, every multicast datagram does).
 func (u *UDP) noteKernelDrops(oob []byte, multicast bool) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return
-	}
-	for _, m := range msgs {
-		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_RXQ_OVFL && len(m.Data) >= 4 {
-			i := 0
-			if !multicast {
-				i = 1
+	for len(oob) > 0 {
+		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
+		if err != nil {
+			return
+		}
+		oob = rest
+		if h.Level != unix.SOL_SOCKET || h.Type != unix.SO_RXQ_OVFL || len(data) < 4 {
+			continue
+		}
+		// A running count since the socket opened, of 32 bits.
+		raw := binary.NativeEndian.Uint32(data)
+		i, n := 0, uint64(raw)
+		switch {
+		case !multicast:
+			i = 1
+		case u.filtersOwn:
+			// Less the node's own multicasts, which the filter dropped:
+			// at most all of those sent so far (see Send). Both counts
+			// wrap at 2^32; their difference does not, short of 2^31
+			// real drops.
+			d := int32(raw - uint32(u.ownMulticasts.Load()))
+			if d <= 0 {
+				continue
 			}
-			// A running count since the socket opened; it wraps at 2^32.
-			n := uint64(binary.NativeEndian.Uint32(m.Data))
-			if multicast && u.filtersOwn {
-				// Less the node's own multicasts, which the filter
-				// dropped: all of those sent so far, at most.
-				own := u.ownMulticasts.Load()
-				if n <= own {
-					continue
-				}
-				n -= own
-			}
-			for {
-				old := u.kernelDrops[i].Load()
-				if n <= old || u.kernelDrops[i].CompareAndSwap(old, n) {
-					break
-				}
+			n = uint64(d)
+		}
+		for {
+			old := u.kernelDrops[i].Load()
+			if n <= old || u.kernelDrops[i].CompareAndSwap(old, n) {
+				break
 			}
 		}
 	}
@@ -325,8 +330,9 @@ func (u *UDP) read(c net.PacketConn, multicast bool) {
 	defer u.readers.Done()
 	// Room for the kernel's count of drops (SO_RXQ_OVFL), and on the
 	// multicast socket for where each datagram went. The count comes only
-	// once there were drops: control messages longer than where-it-went
-	// alone are parsed for it.
+	// once the kernel dropped something (on the multicast socket, from the
+	// node's first own multicast on: see ownMulticastFilter): control
+	// messages longer than where-it-went alone are parsed for it.
 	where := 0
 	if multicast {
 		where = len(ipv4.NewControlMessage(ipv4.FlagDst | ipv4.FlagInterface))
@@ -456,17 +462,24 @@ func (u *UDP) Send(batch []Datagram) error {
 	var errs []error
 	for len(ms) > 0 {
 		n, err := u.ucp.WriteBatch(ms, 0)
+		n = max(n, 0) // -1 when the first datagram failed
 		if err != nil && isUnsupported(err) {
-			n, err = 1, u.writeOne(ms[0])
-		}
-		if err != nil {
-			u.sendErrors.Add(1)
-			errs = append(errs, err)
-			n = max(n, 1) // skip the datagram that failed
+			if n, err = 0, u.writeOne(ms[0]); err == nil {
+				n = 1
+			}
 		}
 		for _, m := range ms[:n] {
 			u.sent.Add(1)
 			u.sentBytes.Add(uint64(len(m.Buffers[0])))
+		}
+		if err != nil && n < len(ms) {
+			// ms[n] failed: skip it.
+			u.sendErrors.Add(1)
+			errs = append(errs, err)
+			if ms[n].Addr == u.group && u.filtersOwn {
+				u.ownMulticasts.Add(^uint64(0)) // not sent: the filter drops no copy of it
+			}
+			n++
 		}
 		ms = ms[n:]
 	}
