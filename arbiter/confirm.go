@@ -95,7 +95,7 @@ func (n *Node) confirmGrants() {
 		p := n.reqs[name]
 		delete(n.reqs, name)
 		n.held[name] = &holding{req: p.req, token: p.granted}
-		n.emit(Event{Kind: EventGranted, Node: n.id, Resource: name, Req: p.req, Token: p.granted, T: p.granted})
+		n.emit(Event{Kind: EventGranted, Node: n.id, Resource: name, Req: p.req, Token: p.granted, T: p.granted, After: p.after})
 	}
 }
 
@@ -178,4 +178,65 @@ func (q Quorum) String() string {
 		return fmt.Sprintf("no quorum: %d of %d members reachable", q.Reachable, q.Members)
 	}
 	return fmt.Sprintf("no quorum: no server heard (%d members)", q.Members)
+}
+
+// enterOnRelease hands a resource to this node when it hears the holder's
+// release, one one-way delay before the server's decision could: the
+// synchronization delay becomes T, as in Cao and Singhal (1998), where the
+// exiting site sends its reply straight to the next one.
+//
+// It is the hand-over of confirm.go arriving early. This node's log shows
+// `from` holding the resource under the request it releases, and this node
+// first in the queue behind it (headAt). From that position the resource
+// goes to this node next in every branch of the log: the holder's release
+// (or its removal, if the release never reaches a server) passes it to the
+// head of the queue, and this node is that head for as long as it neither
+// cancels nor is removed, which it would know (a removal follows a silence
+// longer than the lease, and its lease must hold). So the same conditions
+// apply as to a hand-over decided by the server: the backup must hold the
+// log up to headAt, and this node's lease must not have lapsed, and the
+// release is a fact, whoever hears it: the holder stopped using the
+// resource.
+//
+// The fencing token is this node's T, the timestamp of the next decision its
+// log will apply. The decision that records the hand-over comes at that T or
+// later, in this node's branch of the log, and in a later epoch's, which
+// starts above every timestamp of this one (TakeoverGap). And it is above
+// every token before: the holder's, a T this log applied (or, if the holder
+// too entered this way, at most that T), and every earlier holder's, which
+// was at most the T that handed the resource on from it. So every holder's
+// token is at most the T of the decision that records its grant, and tokens
+// still increase from holder to holder. (The holder's token plus one would
+// not do: a holder in a log that a takeover cut off may have taken it on the
+// same release, and the later epoch's head after that holder too.) A holder
+// that entered this way releases by request, not by token (the server
+// matches the two), and the decision, when it comes, changes nothing here
+// (enteredOnRelease).
+func (n *Node) enterOnRelease(from wire.NodeID, m *wire.Release) {
+	st := n.st
+	if st == nil || n.stat != statusMember || n.leave != nil || n.xfer.need || n.promised != st.epoch || n.decidedIn != st.epoch || n.leaseExpired() {
+		return
+	}
+	p := n.reqs[m.Resource]
+	r := st.resources[m.Resource]
+	if p == nil || p.granted != 0 || p.headAt == 0 || r == nil || r.holder != from || r.holderReq != m.Req ||
+		len(r.queue) == 0 || r.queue[0].Node != n.id || r.queue[0].Req != p.req {
+		return
+	}
+	n.stats.EnteredOnRelease++
+	n.granted(m.Resource, p.req, st.t, p.headAt+1, r.token)
+}
+
+// enteredOnRelease reports whether this node already has the resource for
+// request req from the holder's release (held, waiting for the backup, or
+// released since), when the server's decision arrives.
+func (n *Node) enteredOnRelease(resource string, req uint64) bool {
+	if h := n.held[resource]; h != nil && h.req == req {
+		return true
+	}
+	if p := n.reqs[resource]; p != nil && p.req == req && p.granted != 0 {
+		return true
+	}
+	r := n.rels[req]
+	return r != nil && !r.cancel // a cancel's grant is released when it comes
 }

@@ -106,7 +106,10 @@
 // removed) needs less of the backup: the log up to the decision that made
 // the grantee the head. From there the resource can only go to that grantee
 // next, in every branch of the log, so the hand-over takes effect as it
-// arrives and the synchronization delay stays two one-way delays. (The
+// arrives. The grantee does not even wait for the decision: it takes the
+// resource when it hears the holder's release, which goes to the group
+// (enterOnRelease), once its epoch's server has shown it is past any wait
+// for old leases: the synchronization delay is one one-way delay. (The
 // holder before it may linger in a new epoch's log, though a cut-off branch
 // removed it; removed for its silence, its lease lapsed, and a grant takes
 // effect only under a lease that never lapsed since the grant arrived.)
@@ -120,7 +123,10 @@
 // grown view: a newcomer that dies at once must not leave a group with dead
 // members, not yet removed, without a majority (it could then remove no one).
 //
-// Tokens. A fencing token is the T of the grant. A takeover moves T above
+// Tokens. A fencing token is the T of the grant, or, for a resource taken on
+// the holder's release, the T the taker's log had reached then, which is
+// above every token before and at most the T of the decision that records
+// the hand-over. A takeover moves T above
 // the highest timestamp its voters saw by TakeoverGap, more than the old
 // epoch could have decided since any of them last heard its server, so tokens
 // keep increasing across takeovers even when the candidate misses the old

@@ -95,11 +95,16 @@ type Event struct {
 	Resource string
 	Req      uint64 // the request the event answers
 	Token    uint64 // fencing token of a grant
-	T        uint64 // group timestamp of the decision behind the event
-	Epoch    uint64 // the epoch of this node's log when the event happened
-	Topic    string
-	Data     []byte
-	Reason   string
+	// After, if not 0, marks a grant that took effect when the holder
+	// before released, ahead of the server's decision (see enterOnRelease):
+	// After is that holder's token. Token is then this node's T at the
+	// time, at most the decision's.
+	After  uint64
+	T      uint64 // group timestamp of the decision behind the event
+	Epoch  uint64 // the epoch of this node's log when the event happened
+	Topic  string
+	Data   []byte
+	Reason string
 }
 
 // Outbound is a message to send. An empty Addr means multicast to the group;

@@ -330,6 +330,9 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 		n.noteHeads(t) // a removal or a new epoch may move any queue
 	}
 	st.t = next
+	if _, ok := d.(*wire.Takeover); !ok {
+		n.decidedIn = st.epoch
+	}
 	n.keep(t, d)
 	if s, ok := d.(*wire.Sync); ok {
 		digest := st.digest()
@@ -518,27 +521,28 @@ func (n *Node) ownDecided(g *wire.Grant, t uint64) {
 		n.emit(Event{Kind: EventQueued, Node: n.id, Resource: g.Resource, Req: g.Req, T: t})
 		return
 	}
-	n.granted(g.Resource, g.Req, t, t+1)
+	n.granted(g.Resource, g.Req, t, t+1, 0)
 }
 
 // handedOver handles a resource passing to a new holder. A hand-over to
 // the head of the queue needs the backup to hold only the log up to when
 // this node became the head (see confirm.go).
 func (n *Node) handedOver(h handover) {
-	if h.to != n.id {
+	if h.to != n.id || n.enteredOnRelease(h.resource, h.req) {
 		return
 	}
 	need := h.token + 1
 	if p := n.reqs[h.resource]; p != nil && p.req == h.req && p.headAt != 0 {
 		need = p.headAt + 1
 	}
-	n.granted(h.resource, h.req, h.token, need)
+	n.granted(h.resource, h.req, h.token, need, 0)
 }
 
 // granted records a grant to this node in the log. It takes effect (and the
 // application hears of it) once the backup shows a log position of at
-// least need: see confirm.go.
-func (n *Node) granted(resource string, req, token, need uint64) {
+// least need: see confirm.go. after is the token of the holder whose
+// release it is, for a grant taken on the release (enterOnRelease).
+func (n *Node) granted(resource string, req, token, need, after uint64) {
 	if n.leave != nil {
 		return // the Left decision frees it; this node holds nothing more
 	}
@@ -547,7 +551,7 @@ func (n *Node) granted(resource string, req, token, need uint64) {
 		n.startRelease(resource, req, token) // cancelled meanwhile
 		return
 	}
-	p.granted, p.grantedAt, p.grantNeeds, p.need = token, n.now, n.st.backup, need
+	p.granted, p.grantedAt, p.grantNeeds, p.need, p.after = token, n.now, n.st.backup, need, after
 	n.grantsWaiting = true
 	n.confirmGrants() // under a lease that lapsed, it is given back at once
 }
@@ -579,7 +583,9 @@ func (n *Node) ownReleased(d *wire.Released) {
 	}
 	delete(n.rels, d.Req)
 	if !d.Withdrawn && !p.cancel {
-		n.emit(Event{Kind: EventReleased, Node: n.id, Resource: d.Resource, Req: d.Req, Token: d.Token})
+		// p.token is the token the application had, which may be below the
+		// decision's (see enterOnRelease).
+		n.emit(Event{Kind: EventReleased, Node: n.id, Resource: d.Resource, Req: d.Req, Token: p.token})
 	}
 }
 
@@ -1031,7 +1037,9 @@ func (n *Node) install(snap *wire.Snapshot) {
 func (n *Node) reconcile() {
 	for _, name := range sortedKeys(n.held) {
 		h := n.held[name]
-		if r := n.st.resources[name]; r == nil || r.holder != n.id || r.token != h.token {
+		// By request: a grant taken on the holder's release has a token
+		// below the decision's (see enterOnRelease).
+		if r := n.st.resources[name]; r == nil || r.holder != n.id || r.holderReq != h.req {
 			delete(n.held, name)
 			n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: h.req, Token: h.token, Reason: "not held in the transferred state"})
 		}
@@ -1039,7 +1047,7 @@ func (n *Node) reconcile() {
 	for _, name := range sortedKeys(n.reqs) {
 		p := n.reqs[name]
 		if r := n.st.resources[name]; p.granted != 0 && (r == nil || r.holder != n.id || r.holderReq != p.req) {
-			p.granted = 0 // the grant is not in the group's log: ask again
+			p.granted, p.after = 0, 0 // the grant is not in the group's log: ask again
 			p.sentAt = 0
 		}
 		p.headAt = 0 // the transferred state's history is not known here
@@ -1048,7 +1056,7 @@ func (n *Node) reconcile() {
 		r := n.st.resources[name]
 		if r.holder == n.id && n.held[name] == nil {
 			if p := n.reqs[name]; p == nil || p.granted != r.token {
-				n.granted(name, r.holderReq, r.token, r.token+1)
+				n.granted(name, r.holderReq, r.token, r.token+1, 0)
 			}
 		}
 	}

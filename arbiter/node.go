@@ -107,8 +107,12 @@ type Node struct {
 	// for the tenure that follows; frozenUntil is the tick before which a
 	// server that could not prove it knows every grant in effect grants
 	// nothing (see finishTakeover).
-	pendingAuth     uint64
-	frozenUntil     uint64
+	pendingAuth uint64
+	frozenUntil uint64
+	// decidedIn is the epoch of the last decision other than a Takeover
+	// that this node applied: its server had finished waiting out the old
+	// epoch's leases, if it had to (see enterOnRelease).
+	decidedIn       uint64
 	lastQuorumEvent uint64
 
 	nextReq uint64
@@ -166,6 +170,9 @@ type pending struct {
 	// resource's queue, behind a holder: from then on the resource could
 	// pass to nobody else first (see confirm.go).
 	headAt uint64
+	// after: the grant is the release of the holder with this token,
+	// heard before the server's decision (enterOnRelease).
+	after uint64
 }
 
 type holding struct {
@@ -204,6 +211,9 @@ type Stats struct {
 	Takeovers     uint64 // takeovers this node won
 	StepDowns     uint64 // times this node stopped serving: a majority did not answer, or a newer epoch
 	SettleCapped  uint64 // role changes left to the next input (see settle)
+	// EnteredOnRelease counts hand-overs this node took on the holder's
+	// release, before the server's decision (enterOnRelease).
+	EnteredOnRelease uint64
 }
 
 // New returns a node for cfg. With cfg.Bootstrap it founds a group at once;
@@ -315,6 +325,9 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	}
 	if n.hand != nil && from != nil && h.From == n.hand.to && h.T >= n.hand.nextT {
 		n.hand = nil // the next server has the SYNC
+	}
+	if rel, ok := m.(*wire.Release); ok && from != nil {
+		n.enterOnRelease(h.From, rel)
 	}
 	in := inbound{src: src, h: h, m: m, at: n.now}
 	var err error

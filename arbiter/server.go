@@ -64,6 +64,11 @@ type tenure struct {
 	// the server may decide (replayed says it was).
 	replay   []inbound
 	replayed bool
+	// early are releases from members queued for a resource, not yet its
+	// holder: they took it on the holder's release (enterOnRelease) and
+	// let it go before this server decided that release. Each is served
+	// as soon as a decision makes its sender the holder (serveEarly).
+	early []inbound
 }
 
 // probe is one ping and the members that answered it.
@@ -128,6 +133,7 @@ func (n *Node) replayRecent() {
 			n.srv.heard[in.h.From] = in.at // heard before the turn began
 		}
 		n.serveReplayed(in)
+		n.serveEarly()
 	}
 	if n.srv != nil {
 		n.resubmit()
@@ -559,6 +565,30 @@ func (n *Node) serve(in inbound) {
 		return
 	}
 	n.serveMsg(in, n.catchUp)
+	n.serveEarly()
+}
+
+// serveEarly serves the early releases (see server.early) whose senders now
+// hold their resource, and forgets those whose senders are neither holder
+// nor queued any more (their requests were decided otherwise).
+func (n *Node) serveEarly() {
+	s := n.srv
+	for i := 0; s != nil && i < len(s.early); {
+		in := s.early[i]
+		m := in.m.(*wire.Release)
+		r := n.st.resources[m.Resource]
+		switch {
+		case r != nil && r.holder == in.h.From && r.holderReq == m.Req:
+			s.early = slices.Delete(s.early, i, i+1)
+			n.serveMsg(in, func(inbound) {})
+			s = n.srv
+			i = 0 // the decision may have made another sender the holder
+		case r != nil && slices.ContainsFunc(r.queue, func(w wire.Waiter) bool { return w.Node == in.h.From && w.Req == m.Req }):
+			i++
+		default:
+			s.early = slices.Delete(s.early, i, i+1)
+		}
+	}
 }
 
 // serveReplayed serves a request overheard before this turn. If it has been
@@ -595,12 +625,21 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 	case *wire.Release:
 		r := st.resources[m.Resource]
 		switch {
-		case r == nil || r.holder != h.From || r.token != m.Token:
+		case r != nil && slices.ContainsFunc(r.queue, func(w wire.Waiter) bool { return w.Node == h.From && w.Req == m.Req }):
+			// Taken on the holder's release and already let go: decided
+			// once the hand-over is.
+			if s := n.srv; len(s.early) < maxRecent && !slices.ContainsFunc(s.early, func(e inbound) bool { return e.h.From == h.From && e.m.(*wire.Release).Req == m.Req }) {
+				s.early = append(s.early, in)
+			}
+		case r == nil || r.holder != h.From || r.holderReq != m.Req:
+			// Matched by request, not token: a holder that took the
+			// resource on its predecessor's release has a token below the
+			// decision's (see enterOnRelease).
 			if m.Retry {
 				behind(in)
 			}
 		case n.canDecide():
-			n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Token: m.Token}, len(r.queue) > 0)
+			n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Token: r.token}, len(r.queue) > 0)
 		}
 	case *wire.Cancel:
 		r := st.resources[m.Resource]

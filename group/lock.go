@@ -11,8 +11,10 @@ import (
 )
 
 // Lease is a resource this node holds. Token is its fencing token: the
-// group timestamp of the grant, strictly increasing per resource, so that a
-// service guarded by the lock can refuse a stale holder's writes.
+// group timestamp of the grant (for a lock taken on the previous holder's
+// release, ahead of the server's decision, the timestamp this node's log
+// had reached, at most the decision's), strictly increasing per resource,
+// so that a service guarded by the lock can refuse a stale holder's writes.
 type Lease struct {
 	name  string
 	token uint64

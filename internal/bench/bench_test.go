@@ -48,10 +48,10 @@ func TestSimulationAgainstPapers(t *testing.T) {
 		}
 	}
 	for _, r := range rows {
-		// Release, then the server's grant: 2T, or T when the server
-		// itself is next.
-		if r.Mode == ModeMulticast && r.Load == Heavy && (r.SyncDelayT < 1 || r.SyncDelayT > 2) {
-			t.Errorf("multicast N=%d: synchronization delay %.2fT, want T to 2T", r.N, r.SyncDelayT)
+		// The next holder enters on the holder's release (T), not on the
+		// server's decision after it (2T).
+		if r.Mode == ModeMulticast && r.Load == Heavy && (r.SyncDelayT < 1 || r.SyncDelayT > 1.25) {
+			t.Errorf("multicast N=%d: synchronization delay %.2fT, want T", r.N, r.SyncDelayT)
 		}
 		// The backup acks each grant once, unless it multicasts something
 		// else that carries the ack anyway.

@@ -28,6 +28,15 @@ type Checker struct {
 	refs      map[uint64]*reference // by epoch
 	grants    map[grantKey]wire.NodeID
 	turn      uint64
+	// handovers has, by an epoch's log, a resource and a holder's token, who
+	// the log handed the resource to after that holder; early, who took it on
+	// that holder's release before the decision (arbiter.Event.After), in
+	// the epoch of its log then. Only one epoch's log is compared with an
+	// early taker: another branch, cut off, may hand the resource on to
+	// another (its grant never takes effect; the overlap check says so if
+	// it does).
+	handovers map[handoverKey]wire.NodeID
+	early     map[handoverKey]*holder
 
 	pending map[pendingKey]int64 // outstanding requests → tick issued
 	server  int                  // the one live host acting as server with authority, -1 if none
@@ -45,6 +54,7 @@ type logKey struct{ epoch, t uint64 }
 type holder struct {
 	host  int
 	inc   uint64
+	node  wire.NodeID
 	token uint64
 	until int64
 }
@@ -65,6 +75,8 @@ func newChecker(s *Sim) *Checker {
 		takeovers: map[uint64]*wire.Takeover{},
 		refs:      map[uint64]*reference{},
 		grants:    map[grantKey]wire.NodeID{},
+		handovers: map[handoverKey]wire.NodeID{},
+		early:     map[handoverKey]*holder{},
 		pending:   map[pendingKey]int64{},
 		server:    -1,
 	}
@@ -182,6 +194,14 @@ func (c *Checker) step(r *reference, e uint64, d wire.Decision) {
 		c.grants[k] = node
 	}
 	clear(r.newGrants)
+	for gk, node := range r.newHandovers {
+		k := handoverKey{e, gk}
+		c.handovers[k] = node
+		if x := c.early[k]; x != nil && x.node != node && c.holders[k.resource] == x {
+			c.violate("the log hands %q over after token %d to node %d, while node %d holds it, taken on that holder's release", k.resource, k.token, node, x.node)
+		}
+	}
+	clear(r.newHandovers)
 	r.t = next
 }
 
@@ -190,7 +210,16 @@ func (c *Checker) event(h *Host, e arbiter.Event) {
 	switch e.Kind {
 	case arbiter.EventGranted:
 		c.s.Stats.Entries++
-		if want, ok := c.grants[grantKey{e.Resource, e.Token}]; !ok || want != h.Node.ID() {
+		var early handoverKey
+		if e.After != 0 {
+			// Taken on the holder's release: the log must hand the
+			// resource over to this node after that holder (checked here,
+			// or in step when the log gets there).
+			early = handoverKey{e.Epoch, grantKey{e.Resource, e.After}}
+			if want, ok := c.handovers[early]; ok && want != h.Node.ID() {
+				c.violate("h%d (node %d) took %q on the release of the holder with token %d, but the log hands it over to node %d", h.Index, h.Node.ID(), e.Resource, early.token, want)
+			}
+		} else if want, ok := c.grants[grantKey{e.Resource, e.Token}]; !ok || want != h.Node.ID() {
 			c.violate("h%d (node %d) granted %q token %d, but the log's FIFO order gives it to node %d", h.Index, h.Node.ID(), e.Resource, e.Token, want)
 		}
 		if old := c.holders[e.Resource]; old != nil && !(old.host == h.Index && old.inc == h.Node.Inc()) {
@@ -206,7 +235,10 @@ func (c *Checker) event(h *Host, e arbiter.Event) {
 			c.violate("fencing token for %q went from %d to %d", e.Resource, c.lastToken[e.Resource], e.Token)
 		}
 		c.lastToken[e.Resource] = e.Token
-		c.holders[e.Resource] = &holder{host: h.Index, inc: h.Node.Inc(), token: e.Token}
+		c.holders[e.Resource] = &holder{host: h.Index, inc: h.Node.Inc(), node: h.Node.ID(), token: e.Token}
+		if e.After != 0 {
+			c.early[early] = c.holders[e.Resource]
+		}
 		key := pendingKey{h.Index, h.Node.Inc(), e.Req}
 		if at, ok := c.pending[key]; ok {
 			c.Waits = append(c.Waits, c.s.Tick()-at)
@@ -403,6 +435,14 @@ type reference struct {
 	members   map[wire.NodeID]bool
 	res       map[string]*refResource
 	newGrants map[grantKey]wire.NodeID
+	// newHandovers: by a resource and the token of the holder that gave it
+	// up, whom it passed to.
+	newHandovers map[grantKey]wire.NodeID
+}
+
+type handoverKey struct {
+	epoch uint64
+	grantKey
 }
 
 type grantKey struct {
@@ -417,7 +457,7 @@ type refResource struct {
 }
 
 func newReference(turn uint64) *reference {
-	return &reference{t: 1, turn: turn, members: map[wire.NodeID]bool{1: true}, res: map[string]*refResource{}, newGrants: map[grantKey]wire.NodeID{}}
+	return &reference{t: 1, turn: turn, members: map[wire.NodeID]bool{1: true}, res: map[string]*refResource{}, newGrants: map[grantKey]wire.NodeID{}, newHandovers: map[grantKey]wire.NodeID{}}
 }
 
 func (r *reference) server(t uint64) wire.NodeID {
@@ -443,9 +483,11 @@ func (r *reference) resource(name string) *refResource {
 }
 
 func (r *reference) give(name string, x *refResource, t uint64) {
+	prev := x.token
 	x.holder, x.token = 0, 0
 	if len(x.queue) > 0 {
 		x.holder, x.token = x.queue[0].Node, t
+		r.newHandovers[grantKey{name, prev}] = x.holder
 		x.queue = x.queue[1:]
 		r.newGrants[grantKey{name, t}] = x.holder
 	}
