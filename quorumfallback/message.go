@@ -150,6 +150,19 @@ type Protocol interface {
 	// HighestToken is the highest fencing token this machine has seen,
 	// granted or held: the runtime keeps it on disk, to start above it.
 	HighestToken() uint64
+	// Quiescent reports whether the machine is in the state New gives it
+	// but for its counters (sequence numbers, tokens): it neither waits,
+	// nor holds, nor arbitrates, nor owes anyone an answer. A new machine
+	// given the counters (RaiseClock with Clock, RaiseTokens with
+	// HighestToken) behaves as this one would, late messages included, so
+	// the runtime may free it.
+	Quiescent() bool
+	// Clock is the highest sequence number the machine has sent, received
+	// or observed (0 for a protocol without them).
+	Clock() uint64
+	// RaiseClock makes the machine's next sequence number greater than
+	// floor; called before its first Request or Step.
+	RaiseClock(floor uint64)
 }
 
 // State is what a node is doing with a resource.

@@ -133,6 +133,20 @@ func (n *Node) RaiseTokens(floor uint64) { n.counter = max(n.counter, floor) }
 // HighestToken is the highest token seen (granted, released) or held.
 func (n *Node) HighestToken() uint64 { return max(n.counter, n.token) }
 
+// Quiescent: idle, not locked, nobody queued, no transfer kept, and no
+// early release remembered (see q.Protocol). Messages about an old request
+// carry its sequence number, which an idle node ignores.
+func (n *Node) Quiescent() bool {
+	return n.state == q.Idle && n.lock == q.NoStamp && len(n.reqQueue) == 0 && len(n.tranStack) == 0 &&
+		!slices.ContainsFunc(n.early, func(s uint64) bool { return s != 0 })
+}
+
+// Clock is the highest sequence number sent, received or observed.
+func (n *Node) Clock() uint64 { return n.seq }
+
+// RaiseClock makes the next request's sequence number greater than floor.
+func (n *Node) RaiseClock(floor uint64) { n.seq = max(n.seq, floor) }
+
 // Ready takes the messages to send and whether the node entered.
 func (n *Node) Ready() q.Ready { return n.out.Ready() }
 

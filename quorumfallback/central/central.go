@@ -47,6 +47,18 @@ func (n *Node) RaiseTokens(floor uint64) { n.issued = max(n.issued, floor) }
 // HighestToken is the highest token issued here or held.
 func (n *Node) HighestToken() uint64 { return max(n.issued, n.token) }
 
+// Quiescent: idle, and at the coordinator nobody holds or waits (see
+// q.Protocol).
+func (n *Node) Quiescent() bool {
+	return n.state == q.Idle && n.holder == q.None && len(n.fifo) == 0
+}
+
+// Clock is 0: the protocol has no timestamps.
+func (n *Node) Clock() uint64 { return 0 }
+
+// RaiseClock does nothing: the protocol has no timestamps.
+func (n *Node) RaiseClock(uint64) {}
+
 // Ready takes the messages to send and whether the node entered.
 func (n *Node) Ready() q.Ready { return n.out.Ready() }
 

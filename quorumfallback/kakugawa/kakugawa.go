@@ -68,6 +68,17 @@ func (n *Node) RaiseTokens(floor uint64) { n.counter = max(n.counter, floor) }
 // HighestToken is the highest token seen (granted, released) or held.
 func (n *Node) HighestToken() uint64 { return max(n.counter, n.token) }
 
+// Quiescent: idle, holding its own PERMIT, nobody queued (see q.Protocol).
+func (n *Node) Quiescent() bool {
+	return n.state == q.Idle && n.haveToken && len(n.fifo) == 0 && n.permitted == q.None
+}
+
+// Clock is 0: the protocol has no timestamps.
+func (n *Node) Clock() uint64 { return 0 }
+
+// RaiseClock does nothing: the protocol has no timestamps.
+func (n *Node) RaiseClock(uint64) {}
+
 // Ready takes the messages to send and whether the node entered.
 func (n *Node) Ready() q.Ready { return n.out.Ready() }
 

@@ -33,6 +33,7 @@ package maekawa
 
 import (
 	"fmt"
+	"slices"
 
 	q "github.com/mcnode/mcnode/quorumfallback"
 )
@@ -100,6 +101,19 @@ func (n *Node) RaiseTokens(floor uint64) { n.counter = max(n.counter, floor) }
 
 // HighestToken is the highest token seen (granted, released) or held.
 func (n *Node) HighestToken() uint64 { return max(n.counter, n.token) }
+
+// Quiescent: idle, not locked, nobody queued, no INQUIRE out, and no
+// queued request told FAILED (see q.Protocol). The requester's arrays are
+// reset by the next Request.
+func (n *Node) Quiescent() bool {
+	return n.state == q.Idle && n.lock == q.NoStamp && len(n.waiting) == 0 && !n.inquireSent && !slices.Contains(n.toldFailed, true)
+}
+
+// Clock is the highest sequence number sent, received or observed.
+func (n *Node) Clock() uint64 { return n.seq }
+
+// RaiseClock makes the next REQUEST's sequence number greater than floor.
+func (n *Node) RaiseClock(floor uint64) { n.seq = max(n.seq, floor) }
 
 // Ready takes the messages to send and whether the node entered.
 func (n *Node) Ready() q.Ready { return n.out.Ready() }

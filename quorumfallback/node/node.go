@@ -25,8 +25,12 @@
 // Fencing tokens start at the wall clock in microseconds each time a node
 // makes a resource's machine, and above the highest token the node saw
 // before (Config.TokenFile), so they keep increasing across such restarts.
-// The runtime keeps a machine for every resource name it meets, up to
-// MaxResources.
+// The runtime makes a machine for a resource when it is first used, and
+// frees it as soon as it is quiescent (q.Protocol.Quiescent: nobody here
+// waits, holds, or is owed an answer), keeping its counters: the next
+// machine for any resource starts its sequence numbers and tokens above
+// every freed one's. So a long-running daemon keeps machines only for the
+// resources in use, at most MaxResources at once.
 package node
 
 import (
@@ -166,12 +170,16 @@ type Node struct {
 	// file (toSave, the newest only) at most once a second (savedAt).
 	seen, highest, saved uint64
 	savedAt              time.Time
-	toSave               chan uint64
-	writerDone           chan struct{}
+	// clock is the highest sequence number of the machines freed: new
+	// machines start above it, as their requests would have.
+	clock      uint64
+	toSave     chan uint64
+	writerDone chan struct{}
 }
 
-// MaxResources bounds the machines a node keeps (one per resource name
-// seen), so that a peer cannot exhaust its memory with names.
+// MaxResources bounds the machines a node keeps at once (one per resource
+// in use; idle ones are freed), so that a peer cannot exhaust its memory
+// with names.
 const MaxResources = 1 << 16
 
 // Stats counts what the node did.
@@ -180,6 +188,7 @@ type Stats struct {
 	Rejected       uint64                 // frames the machine refused
 	Entries        uint64                 // critical sections entered
 	Releases       uint64                 // critical sections left
+	Freed          uint64                 // quiescent machines freed
 	Abandoned      uint64                 // grants released at once: their caller had gone
 	// Application state updates: copies sent (one per peer), not sent
 	// (the peer's link down or far behind), received, and received but
@@ -344,7 +353,8 @@ func (n *Node) resource(name string) (*resource, error) {
 	// above every token this resource had before this node, or the whole
 	// group, restarted (far fewer than a million grants a second), as the
 	// multicast mode's group timestamp starts a new group.
-	m.RaiseTokens(max(tokenFloor(n.cfg.Self), n.seen))
+	m.RaiseTokens(max(tokenFloor(n.cfg.Self), n.seen, n.highest))
+	m.RaiseClock(n.clock)
 	r := &resource{name: name, m: m}
 	n.res[name] = r
 	return r, nil
@@ -391,6 +401,7 @@ func (n *Node) flush(r *resource) {
 		n.stats.Sent[m.Kind]++
 	}
 	if !rd.Entered {
+		n.freeIfQuiescent(r)
 		return
 	}
 	n.stats.Entries++
@@ -405,6 +416,18 @@ func (n *Node) flush(r *resource) {
 	r.waiters = r.waiters[1:]
 	r.lease = &Lease{name: r.name, token: rd.Token, n: n, lost: make(chan struct{})}
 	w.ch <- result{lease: r.lease}
+}
+
+// freeIfQuiescent frees r's machine if nothing here or elsewhere depends on
+// it any more (see the package doc), keeping its counters.
+func (n *Node) freeIfQuiescent(r *resource) {
+	if len(r.waiters) > 0 || r.lease != nil || !r.m.Quiescent() || n.res[r.name] != r {
+		return
+	}
+	n.clock = max(n.clock, r.m.Clock())
+	n.highest = max(n.highest, r.m.HighestToken())
+	delete(n.res, r.name)
+	n.stats.Freed++
 }
 
 // saveTokens hands the highest token to the file's writer: at most once a
@@ -516,9 +539,13 @@ func (n *Node) acquire(ctx context.Context, name string) (*Lease, error) {
 	// Withdraw; if the lease came meanwhile, give it back.
 	_ = n.call(context.Background(), func() {
 		r := n.res[name]
+		if r == nil {
+			return // served, released and freed meanwhile
+		}
 		for i, x := range r.waiters {
 			if x == w {
 				r.waiters = append(r.waiters[:i], r.waiters[i+1:]...)
+				n.freeIfQuiescent(r)
 				return
 			}
 		}
@@ -541,7 +568,10 @@ type Status struct {
 	Peers  []string
 	Quorum []int
 	Held   []string // resources this node holds
-	Stats  Stats
+	// Machines is how many resources' machines the node keeps: those in
+	// use here or at peers that ask it (idle ones are freed).
+	Machines int
+	Stats    Stats
 }
 
 // Status reports the node's state.
@@ -549,6 +579,7 @@ func (n *Node) Status() (Status, error) {
 	st := Status{Group: n.cfg.Group, Setup: n.cfg.Setup(), Self: n.cfg.Self, Peers: n.cfg.Peers, Quorum: n.factory.Quorum(n.cfg.Self)}
 	err := n.call(context.Background(), func() {
 		st.Stats = n.stats
+		st.Machines = len(n.res)
 		for name, r := range n.res {
 			if r.lease != nil {
 				st.Held = append(st.Held, name)

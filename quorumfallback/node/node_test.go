@@ -573,3 +573,63 @@ func TestTokensIncreaseAcrossRestartsWithASkewedClock(t *testing.T) {
 		})
 	}
 }
+
+// A long-running node meets many resource names. A machine is freed once
+// quiescent, at every node, so the machines kept stay those in use; a
+// resource used again gets a new machine whose tokens still increase.
+func TestIdleMachinesFreed(t *testing.T) {
+	for _, p := range protocols.Names() {
+		t.Run(p, func(t *testing.T) {
+			coterie := ""
+			if protocols.UsesCoterie(p) {
+				coterie = "majority"
+			}
+			nodes := startMem(t, p, coterie, 3)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var last uint64
+			const names = 300
+			for i := range names {
+				name := fmt.Sprintf("r%d", i)
+				if i%3 == 0 {
+					name = "again" // one name used over and over
+				}
+				nd := nodes[i%len(nodes)]
+				l, err := nd.Acquire(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if name == "again" {
+					if l.Token() <= last {
+						t.Fatalf("token of %q went from %d to %d across freed machines", name, last, l.Token())
+					}
+					last = l.Token()
+				}
+				if err := l.Release(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The last releases reach the arbiters in the background.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				kept, freed := 0, uint64(0)
+				for _, nd := range nodes {
+					st, err := nd.Status()
+					if err != nil {
+						t.Fatal(err)
+					}
+					kept += st.Machines
+					freed += st.Stats.Freed
+				}
+				if kept == 0 && freed >= names {
+					t.Logf("%d machines freed, none kept", freed)
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after %d resources used one at a time: %d machines kept, %d freed", names, kept, freed)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}

@@ -54,7 +54,9 @@ func optionsFor(seed int64) sim.Options {
 // and checks what the papers prove: mutual exclusion (theorem 1 in each),
 // no deadlock (every request granted once the network is quiet), no
 // starvation (a bounded number of entries by others during any wait), and
-// our fencing tokens strictly increasing.
+// our fencing tokens strictly increasing. In every odd seed the nodes'
+// machines are freed whenever they are quiescent and made anew, as the
+// runtime does with idle resources: the properties must not change.
 func TestPropertySeeded(t *testing.T) {
 	n := *seeds
 	if testing.Short() {
@@ -63,7 +65,7 @@ func TestPropertySeeded(t *testing.T) {
 	for _, protocol := range Names() {
 		t.Run(protocol, func(t *testing.T) {
 			t.Parallel()
-			entries, maxBypass := 0, 0
+			entries, maxBypass, renewed := 0, 0, 0
 			for i := range n {
 				seed := int64(i)
 				if *oneSeed >= 0 {
@@ -77,7 +79,12 @@ func TestPropertySeeded(t *testing.T) {
 				opt := optionsFor(seed)
 				opt.Nodes = nodes
 				opt.BypassLimit = bypassLimit(s.N)
+				f, _ := machines(t, s)
+				if seed%2 == 1 {
+					opt.Renew, opt.RenewRate = f.New, 0.5
+				}
 				res := sim.Run(opt)
+				renewed += res.Renewed
 				if res.Err != nil {
 					t.Fatalf("seed %d (%v, delays %d-%d, hold %d-%d, think %d-%d): %v\nreplay: go test ./quorumfallback/protocols -run 'TestPropertySeeded/%s' -sim.seed %d -v",
 						seed, s, opt.MinDelay, opt.MaxDelay, opt.MinHold, opt.MaxHold, opt.MinThink, opt.MaxThink, res.Err, protocol, seed)
@@ -88,7 +95,10 @@ func TestPropertySeeded(t *testing.T) {
 				entries += res.Entries
 				maxBypass = max(maxBypass, res.MaxBypass)
 			}
-			t.Logf("%s: %d seeds, %d entries, no overlap, deadlock or starvation; most entries by others during one wait: %d", protocol, n, entries, maxBypass)
+			t.Logf("%s: %d seeds, %d entries, no overlap, deadlock or starvation; most entries by others during one wait: %d; machines made anew: %d", protocol, n, entries, maxBypass, renewed)
+			if n >= 10 && *oneSeed < 0 && renewed == 0 {
+				t.Errorf("%s: no machine was ever quiescent and made anew", protocol)
+			}
 		})
 	}
 }

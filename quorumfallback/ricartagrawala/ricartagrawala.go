@@ -11,6 +11,7 @@ package ricartagrawala
 
 import (
 	"fmt"
+	"slices"
 
 	q "github.com/mcnode/mcnode/quorumfallback"
 )
@@ -46,6 +47,17 @@ func (n *Node) RaiseTokens(floor uint64) { n.counter = max(n.counter, floor) }
 
 // HighestToken is the highest token seen (granted, released) or held.
 func (n *Node) HighestToken() uint64 { return max(n.counter, n.token) }
+
+// Quiescent: idle and deferring no one's REPLY (see q.Protocol).
+func (n *Node) Quiescent() bool {
+	return n.state == q.Idle && !slices.Contains(n.deferred, true)
+}
+
+// Clock is the highest sequence number sent or received.
+func (n *Node) Clock() uint64 { return n.seq }
+
+// RaiseClock makes the next request's sequence number greater than floor.
+func (n *Node) RaiseClock(floor uint64) { n.seq = max(n.seq, floor) }
 
 // Ready takes the messages to send and whether the node entered.
 func (n *Node) Ready() q.Ready { return n.out.Ready() }

@@ -52,6 +52,13 @@ type Options struct {
 	Size func(q.Message) int
 	// Trace, if set, gets a line per delivery and entry.
 	Trace func(string)
+	// Renew, if set, makes a new machine for node i. After each step of a
+	// node whose machine is quiescent (q.Protocol.Quiescent), the run
+	// replaces the machine, with probability RenewRate, by a new one given
+	// the old one's counters, as the runtime frees an idle machine and
+	// makes one anew when the resource is next used.
+	Renew     func(i q.ID) (q.Protocol, error)
+	RenewRate float64
 }
 
 // Result is what a run measured. Err is the first property it broke.
@@ -68,6 +75,7 @@ type Result struct {
 	// Waits has each request's time from Request to entry.
 	Waits     []int64
 	MaxBypass int // most entries by others during one wait
+	Renewed   int // machines replaced by new ones (Options.Renew)
 	End       int64
 	Err       error
 }
@@ -257,6 +265,18 @@ func (r *run) collect(i q.ID) {
 	}
 	if rd.Entered {
 		r.enter(i, rd.Token)
+	}
+	if old := r.opt.Nodes[i]; r.opt.Renew != nil && old.Quiescent() && r.rng.Float64() < r.opt.RenewRate {
+		m, err := r.opt.Renew(i)
+		if err != nil {
+			r.fail("node %d: a new machine: %v", i, err)
+			return
+		}
+		m.RaiseClock(old.Clock())
+		m.RaiseTokens(old.HighestToken())
+		r.opt.Nodes[i] = m
+		r.res.Renewed++
+		r.tracef("%d: node %d's machine made anew", r.now, i)
 	}
 }
 
