@@ -196,7 +196,12 @@ func (q Quorum) String() string {
 // apply as to a hand-over decided by the server: the backup must hold the
 // log up to headAt, and this node's lease must not have lapsed, and the
 // release is a fact, whoever hears it: the holder stopped using the
-// resource.
+// resource. One more: this node's log must show its epoch past any wait for
+// older leases (settledIn). A server that took over without knowing every
+// grant in effect (Takeover.Wait) decides nothing until those leases have
+// run out, and its log may lack a hand-over that an older epoch made and a
+// member still uses: the release of the holder before it, retried into the
+// new epoch, must not hand the resource on meanwhile.
 //
 // The fencing token is this node's T, the timestamp of the next decision its
 // log will apply. The decision that records the hand-over comes at that T or
@@ -214,7 +219,7 @@ func (q Quorum) String() string {
 // (enteredOnRelease).
 func (n *Node) enterOnRelease(from wire.NodeID, m *wire.Release) {
 	st := n.st
-	if st == nil || n.stat != statusMember || n.leave != nil || n.xfer.need || n.promised != st.epoch || n.decidedIn != st.epoch || n.leaseExpired() {
+	if st == nil || n.stat != statusMember || n.leave != nil || n.xfer.need || n.promised != st.epoch || n.settledIn != st.epoch || n.leaseExpired() {
 		return
 	}
 	p := n.reqs[m.Resource]

@@ -97,7 +97,10 @@
 // Takeover with Wait and grants nothing for a lease and its margin: every
 // lease renewed under the old epoch was renewed within its authority, which
 // ended before the candidate's majority formed, so by then every member that
-// might use an unknown grant has stopped. The backup changes only by the
+// might use an unknown grant has stopped. A log whose epoch began so, and
+// shows no decision since, proves nothing either, even to that epoch's
+// backup: its server may have died waiting, and the next takeover waits
+// too. The backup changes only by the
 // SYNC that hands it the turn (it then holds everything) or by a new epoch:
 // a server whose backup stops answering takes over from itself, with a new
 // backup, rather than name one quietly, which a candidate could not know of.

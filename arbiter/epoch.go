@@ -355,7 +355,9 @@ func (n *Node) catchUpClaim() {
 // made them (it is the server of its own log) or it is the backup or the
 // backup voted (and so holds no more than this node now does) — unless some
 // voter had promised a newer epoch than the log's, whose decisions nobody
-// here holds.
+// here holds, or the log's epoch itself began with a wait for older leases
+// (Takeover.Wait) and decided nothing since: its server may have died
+// waiting, and the grants it waited out are in no log here.
 func (n *Node) provable(c *claiming) (bool, string) {
 	prior := c.prior
 	for _, v := range c.votes {
@@ -365,6 +367,8 @@ func (n *Node) provable(c *claiming) (bool, string) {
 	switch {
 	case prior > st.epoch:
 		return false, fmt.Sprintf("a voter had promised epoch %d, newer than the log's %d", prior, st.epoch)
+	case n.settledIn != st.epoch:
+		return false, fmt.Sprintf("epoch %d began waiting out older leases and this log shows no decision since", st.epoch)
 	case st.server() == n.id:
 		return true, "this node made the last decisions"
 	case st.backup == n.id:

@@ -330,8 +330,8 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 		n.noteHeads(t) // a removal or a new epoch may move any queue
 	}
 	st.t = next
-	if _, ok := d.(*wire.Takeover); !ok {
-		n.decidedIn = st.epoch
+	if tk, ok := d.(*wire.Takeover); !ok || !tk.Wait {
+		n.settledIn = st.epoch
 	}
 	n.keep(t, d)
 	if s, ok := d.(*wire.Sync); ok {

@@ -109,10 +109,11 @@ type Node struct {
 	// nothing (see finishTakeover).
 	pendingAuth uint64
 	frozenUntil uint64
-	// decidedIn is the epoch of the last decision other than a Takeover
-	// that this node applied: its server had finished waiting out the old
-	// epoch's leases, if it had to (see enterOnRelease).
-	decidedIn       uint64
+	// settledIn is the latest epoch this node's log shows past any wait for
+	// older leases: one begun by a Takeover without Wait, or in which a
+	// decision followed the Takeover (its server decides nothing while it
+	// waits). See provable and enterOnRelease.
+	settledIn       uint64
 	lastQuorumEvent uint64
 
 	nextReq uint64

@@ -287,7 +287,7 @@ func (n *Node) endTenure() {
 		return
 	}
 	n.srv = nil
-	if held := append(s.deferred, s.replay...); len(held) > 0 {
+	if held := append(append(s.deferred, s.replay...), s.early...); len(held) > 0 {
 		n.recent = append(held, n.recent...)
 		if len(n.recent) > maxRecent {
 			n.recent = n.recent[len(n.recent)-maxRecent:]
@@ -579,6 +579,9 @@ func (n *Node) serveEarly() {
 		r := n.st.resources[m.Resource]
 		switch {
 		case r != nil && r.holder == in.h.From && r.holderReq == m.Req:
+			if !n.canDecide() {
+				return // kept for when it can (or for the next server: endTenure)
+			}
 			s.early = slices.Delete(s.early, i, i+1)
 			n.serveMsg(in, func(inbound) {})
 			s = n.srv
