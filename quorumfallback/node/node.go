@@ -20,8 +20,10 @@
 // dies stalls every request whose quorum contains it, and the runtime says
 // so in its log (the links report the broken connection); multicast mode is
 // the one that survives failures. A node that restarts has lost the state
-// its peers rely on, so they refuse it (package qnet), and a node takes
-// locks only while its links to every peer are up: restart a group whole.
+// its peers rely on, so they refuse it (package qnet): restart a group
+// whole. A node takes locks while its links to the nodes its requests ask
+// are up (protocols.Factory.Asks: its quorum), whatever the others' state:
+// a node that is down stalls the requests that need it, not the others.
 // Fencing tokens start at the wall clock in microseconds each time a node
 // makes a resource's machine, and above the highest token the node saw
 // before (Config.TokenFile), so they keep increasing across such restarts.
@@ -59,8 +61,9 @@ var (
 	// ErrLocked: TryAcquire did not get the resource within TryWait: it is
 	// held or waited for, here or elsewhere.
 	ErrLocked = errors.New("node: resource is held or waited for")
-	// ErrNotConnected: TryAcquire found the links to some peer down (it
-	// has not started yet, or it restarted and the group refuses it).
+	// ErrNotConnected: TryAcquire found the links to some peer its requests
+	// ask down (it has not started yet, or it restarted and the group
+	// refuses it).
 	ErrNotConnected = errors.New("node: not connected to every peer")
 	// ErrClosed: the node was closed.
 	ErrClosed = errors.New("node: closed")
@@ -481,10 +484,22 @@ func (n *Node) requestIfWaiting(r *resource) {
 	n.flush(r)
 }
 
+// waitAsked waits until the links to the nodes this node's requests ask
+// (protocols.Factory.Asks) are up, if the transport can tell: a node whose
+// quorum leaves out a node that is down takes locks all the same.
+func (n *Node) waitAsked(ctx context.Context) error {
+	if w, ok := n.tr.(interface {
+		WaitConnectedTo(context.Context, []int) error
+	}); ok {
+		return w.WaitConnectedTo(ctx, n.factory.Asks(n.cfg.Self))
+	}
+	return n.WaitConnected(ctx)
+}
+
 // Acquire waits until this node holds the named resource and returns its
 // lease. Callers in one process are served in the order they called.
 func (n *Node) Acquire(ctx context.Context, name string) (*Lease, error) {
-	if err := n.WaitConnected(ctx); errors.Is(err, qnet.ErrClosed) {
+	if err := n.waitAsked(ctx); errors.Is(err, qnet.ErrClosed) {
 		return nil, ErrClosed
 	} else if err != nil {
 		return nil, err
@@ -495,7 +510,7 @@ func (n *Node) Acquire(ctx context.Context, name string) (*Lease, error) {
 // TryAcquire is Acquire that gives up with ErrLocked if the resource is
 // not granted within Config.TryWait.
 func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
-	if c, ok := n.tr.(interface{ Connected() bool }); ok && !c.Connected() {
+	if c, ok := n.tr.(interface{ ConnectedTo([]int) bool }); ok && !c.ConnectedTo(n.factory.Asks(n.cfg.Self)) {
 		return nil, ErrNotConnected
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.TryWait)

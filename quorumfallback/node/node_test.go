@@ -633,3 +633,31 @@ func TestIdleMachinesFreed(t *testing.T) {
 		})
 	}
 }
+
+// A node that is down stalls the requests that need it, not the others:
+// with node 4 of 5 never started (majority coterie: node i asks i, i+1 and
+// i+2), nodes 0 and 1, whose quorums leave node 4 out, take locks; node 2,
+// whose quorum holds it, is told which node it lacks.
+func TestNodeDownStallsOnlyTheQuorumsThatHoldIt(t *testing.T) {
+	const n = 5
+	listeners, peers := loopbackListeners(t, n)
+	listeners[4].Close() // node 4 never starts: its port refuses
+	nodes := make([]*Node, 4)
+	for i := range nodes {
+		nd, err := Start(Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "majority", Self: i, Peers: peers, Listener: listeners[i], TryWait: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = nd
+		t.Cleanup(func() { nd.Close() })
+	}
+	contend(t, nodes[:2], 2, 10)
+	if _, err := nodes[2].TryAcquire(context.Background(), "x"); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("node 2, whose quorum holds the missing node 4: TryAcquire: %v, want ErrNotConnected", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := nodes[2].Acquire(ctx, "x"); err == nil || !strings.Contains(err.Error(), "[4]") {
+		t.Fatalf("node 2: Acquire: %v, want an error naming node 4", err)
+	}
+}

@@ -5,6 +5,7 @@ package protocols
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	q "github.com/mcnode/mcnode/quorumfallback"
@@ -103,6 +104,28 @@ func (f *Factory) Quorum(self q.ID) []q.ID {
 		return nil
 	}
 	return f.Coterie.Sets[self]
+}
+
+// Asks lists the other nodes whose answers node self's requests need: its
+// quorum for the protocols that use one, every node for Ricart-Agrawala,
+// the coordinator for the central server. Node self can take locks while
+// its links to these are up, whatever happened to the others. The links
+// also keep a restarted node, which lost the state its peers rely on, from
+// taking locks: its peers refuse them (package qnet). So the coordinator,
+// which asks nobody but holds every lock's state, counts every node.
+func (f *Factory) Asks(self q.ID) []q.ID {
+	var out []q.ID
+	switch {
+	case f.Coterie.Sets != nil:
+		out = slices.Clone(f.Coterie.Sets[self])
+	case f.Setup.Protocol == Central && self != central.Coordinator:
+		out = []q.ID{central.Coordinator}
+	default:
+		for i := range f.Setup.N {
+			out = append(out, i)
+		}
+	}
+	return slices.DeleteFunc(out, func(i q.ID) bool { return i == self })
 }
 
 // New builds node self's machine for one resource.

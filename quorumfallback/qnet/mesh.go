@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -398,11 +399,15 @@ func (m *Mesh) Send(to int, f Frame) error {
 }
 
 // WaitConnected waits until an outgoing connection to every other node is
-// up and its hello accepted. On timeout the error names the nodes missing.
-func (m *Mesh) WaitConnected(ctx context.Context) error {
+// WaitConnected waits until the links to every other node are up.
+func (m *Mesh) WaitConnected(ctx context.Context) error { return m.WaitConnectedTo(ctx, nil) }
+
+// WaitConnectedTo waits until the links to the given nodes are up (to every
+// other node if none are given).
+func (m *Mesh) WaitConnectedTo(ctx context.Context, nodes []int) error {
 	for {
 		m.mu.Lock()
-		all, changed := m.nUp == m.n-1, m.changed
+		all, changed := m.upTo(nodes), m.changed
 		m.mu.Unlock()
 		if m.isClosed() {
 			return ErrClosed
@@ -415,18 +420,33 @@ func (m *Mesh) WaitConnected(ctx context.Context) error {
 		case <-m.closed:
 			return ErrClosed
 		case <-ctx.Done():
-			return fmt.Errorf("qnet: not connected to nodes %v: %w", m.missing(), ctx.Err())
+			return fmt.Errorf("qnet: not connected to nodes %v: %w", m.missing(nodes), ctx.Err())
 		}
 	}
 }
 
-// missing lists the nodes without an accepted outgoing connection.
-func (m *Mesh) missing() []int {
+// upTo reports whether the links to the given nodes (every other node if
+// none) are up; m.mu held.
+func (m *Mesh) upTo(nodes []int) bool {
+	if nodes == nil {
+		return m.nUp == m.n-1
+	}
+	for _, i := range nodes {
+		if i >= 0 && i < m.n && i != m.cfg.Self && !m.up[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// missing lists the nodes among the given ones (every other node if none)
+// without an accepted outgoing connection.
+func (m *Mesh) missing(nodes []int) []int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ids []int
 	for i, up := range m.up {
-		if !up && i != m.cfg.Self {
+		if !up && i != m.cfg.Self && (nodes == nil || slices.Contains(nodes, i)) {
 			ids = append(ids, i)
 		}
 	}
@@ -974,10 +994,14 @@ func (m *Mesh) sameIncarnation(node int, inc uint64) bool {
 
 // Connected reports whether this node's links to every other node are up
 // and their hellos accepted.
-func (m *Mesh) Connected() bool {
+func (m *Mesh) Connected() bool { return m.ConnectedTo(nil) }
+
+// ConnectedTo reports whether the links to the given nodes (every other
+// node if none) are up.
+func (m *Mesh) ConnectedTo(nodes []int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.nUp == m.n-1
+	return m.upTo(nodes)
 }
 
 // Backlog reports whether the link to node to is up, and how many frames
