@@ -22,8 +22,11 @@
 // the one that survives failures. A node that restarts has lost the state
 // its peers rely on, so they refuse it (package qnet): restart a group
 // whole. A node takes locks while its links to the nodes its requests ask
-// are up (protocols.Factory.Asks: its quorum), whatever the others' state:
-// a node that is down stalls the requests that need it, not the others.
+// are up (protocols.Factory.Asks: its quorum), whatever the others' state,
+// once every node has accepted this incarnation's links (qnet.Mesh.
+// AdmittedTo: peers that restarted with it, or never saw it, would not
+// refuse it): a node that is down stalls the requests that need it, not the
+// others.
 // Fencing tokens start at the wall clock in microseconds each time a node
 // makes a resource's machine, and above the highest token the node saw
 // before (Config.TokenFile), so they keep increasing across such restarts.
@@ -62,9 +65,10 @@ var (
 	// held or waited for, here or elsewhere.
 	ErrLocked = errors.New("node: resource is held or waited for")
 	// ErrNotConnected: TryAcquire found the links to some peer its requests
-	// ask down (it has not started yet, or it restarted and the group
-	// refuses it).
-	ErrNotConnected = errors.New("node: not connected to every peer")
+	// ask down, or this node not yet connected to every peer once (a peer
+	// has not started yet, or this node restarted and the group refuses
+	// it).
+	ErrNotConnected = errors.New("node: not connected to the peers it needs")
 	// ErrClosed: the node was closed.
 	ErrClosed = errors.New("node: closed")
 	// ErrLeaseLost: the lease ended without Release (the node closed).
@@ -484,14 +488,15 @@ func (n *Node) requestIfWaiting(r *resource) {
 	n.flush(r)
 }
 
-// waitAsked waits until the links to the nodes this node's requests ask
-// (protocols.Factory.Asks) are up, if the transport can tell: a node whose
-// quorum leaves out a node that is down takes locks all the same.
+// waitAsked waits until this node may rely on its links to the nodes its
+// requests ask (protocols.Factory.Asks; qnet.Mesh.AdmittedTo), if the
+// transport can tell: a node whose quorum leaves out a node that is down
+// takes locks all the same, once every node has accepted this incarnation.
 func (n *Node) waitAsked(ctx context.Context) error {
 	if w, ok := n.tr.(interface {
-		WaitConnectedTo(context.Context, []int) error
+		WaitAdmittedTo(context.Context, []int) error
 	}); ok {
-		return w.WaitConnectedTo(ctx, n.factory.Asks(n.cfg.Self))
+		return w.WaitAdmittedTo(ctx, n.factory.Asks(n.cfg.Self))
 	}
 	return n.WaitConnected(ctx)
 }
@@ -510,7 +515,7 @@ func (n *Node) Acquire(ctx context.Context, name string) (*Lease, error) {
 // TryAcquire is Acquire that gives up with ErrLocked if the resource is
 // not granted within Config.TryWait.
 func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
-	if c, ok := n.tr.(interface{ ConnectedTo([]int) bool }); ok && !c.ConnectedTo(n.factory.Asks(n.cfg.Self)) {
+	if c, ok := n.tr.(interface{ AdmittedTo([]int) bool }); ok && !c.AdmittedTo(n.factory.Asks(n.cfg.Self)) {
 		return nil, ErrNotConnected
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.TryWait)

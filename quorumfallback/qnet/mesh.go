@@ -257,13 +257,17 @@ type Mesh struct {
 	closeErr  error
 	wg        sync.WaitGroup
 
-	mu       sync.Mutex
-	shut     bool                  // Close began: track refuses connections
-	conns    map[net.Conn]struct{} // every open connection, for Close
-	up       []bool                // outgoing connection to node i accepted
-	nUp      int
-	changed  chan struct{} // closed and replaced when up changes
-	incoming []*inConn     // the connection node i sends on, if any
+	mu    sync.Mutex
+	shut  bool                  // Close began: track refuses connections
+	conns map[net.Conn]struct{} // every open connection, for Close
+	up    []bool                // outgoing connection to node i accepted
+	nUp   int
+	// everAll: every outgoing connection has been accepted at once, in
+	// this incarnation; refusedRestart: a peer refused this node as a
+	// restarted one (see AdmittedTo).
+	everAll, refusedRestart bool
+	changed                 chan struct{} // closed and replaced when up changes
+	incoming                []*inConn     // the connection node i sends on, if any
 	// incarnations has, by node, the incarnation of its first accepted
 	// hello: a node that comes back with another lost its protocol state.
 	incarnations []uint64
@@ -399,20 +403,49 @@ func (m *Mesh) Send(to int, f Frame) error {
 }
 
 // WaitConnected waits until an outgoing connection to every other node is
-// WaitConnected waits until the links to every other node are up.
-func (m *Mesh) WaitConnected(ctx context.Context) error { return m.WaitConnectedTo(ctx, nil) }
+// ErrRestarted means a peer refused this node as a restarted one: it lost
+// the state its peers rely on (see helloRestarted), and may take no lock.
+var ErrRestarted = errors.New("qnet: a peer refuses this node: it restarted while that one kept running, and the protocols cannot take back a node that lost its state; restart every node of the group")
 
-// WaitConnectedTo waits until the links to the given nodes are up (to every
-// other node if none are given).
-func (m *Mesh) WaitConnectedTo(ctx context.Context, nodes []int) error {
+// WaitConnected waits until the links to every other node are up.
+func (m *Mesh) WaitConnected(ctx context.Context) error {
+	return m.waitFor(ctx, false, nil)
+}
+
+// WaitAdmittedTo waits until AdmittedTo(nodes) holds. It fails with
+// ErrRestarted once a peer has refused this node as restarted.
+func (m *Mesh) WaitAdmittedTo(ctx context.Context, nodes []int) error {
+	return m.waitFor(ctx, true, nodes)
+}
+
+// AdmittedTo reports whether this node may rely on its links to the given
+// nodes: they are up, and, since a node's peers refuse a restarted node
+// only when it dials them and only if they saw its earlier incarnation,
+// every other node has accepted this incarnation's links at once before,
+// and none has refused it as restarted. A node whose quorum holds only
+// peers that restarted with it, or never saw it, would otherwise act on
+// arbiter state it lost (a lock its earlier incarnation had granted).
+func (m *Mesh) AdmittedTo(nodes []int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.everAll && !m.refusedRestart && m.upTo(nodes)
+}
+
+// waitFor waits until the links to the given nodes (every other node if
+// none) are up and, with admission, this node has been admitted (see
+// AdmittedTo); or the mesh closes, or ctx ends, or (with admission) a peer
+// refuses this node as restarted.
+func (m *Mesh) waitFor(ctx context.Context, admission bool, nodes []int) error {
 	for {
 		m.mu.Lock()
-		all, changed := m.upTo(nodes), m.changed
+		up, everAll, refused, changed := m.upTo(nodes), m.everAll, m.refusedRestart, m.changed
 		m.mu.Unlock()
-		if m.isClosed() {
+		switch {
+		case m.isClosed():
 			return ErrClosed
-		}
-		if all {
+		case admission && refused:
+			return ErrRestarted
+		case up && (everAll || !admission):
 			return nil
 		}
 		select {
@@ -420,6 +453,9 @@ func (m *Mesh) WaitConnectedTo(ctx context.Context, nodes []int) error {
 		case <-m.closed:
 			return ErrClosed
 		case <-ctx.Done():
+			if up {
+				return fmt.Errorf("qnet: not yet connected to every node once (nodes %v missing): %w", m.missing(nil), ctx.Err())
+			}
 			return fmt.Errorf("qnet: not connected to nodes %v: %w", m.missing(nodes), ctx.Err())
 		}
 	}
@@ -555,6 +591,7 @@ func (m *Mesh) setUp(id int, up bool) {
 	m.up[id] = up
 	if up {
 		m.nUp++
+		m.everAll = m.everAll || m.nUp == m.n-1
 	} else {
 		m.nUp--
 	}
@@ -750,6 +787,13 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 	case helloWrongSender:
 		return &refusedError{p.id, p.addr, fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self)}
 	case helloRestarted:
+		m.mu.Lock()
+		if !m.refusedRestart {
+			m.refusedRestart = true
+			close(m.changed)
+			m.changed = make(chan struct{})
+		}
+		m.mu.Unlock()
 		return &refusedError{p.id, p.addr, "this node restarted while that one kept running, and the protocols cannot take back a node that lost its state: restart every node of the group"}
 	}
 	return fmt.Errorf("qnet: peer %d at %s answered hello with unknown byte %#02x", p.id, p.addr, answer[0])
@@ -994,14 +1038,10 @@ func (m *Mesh) sameIncarnation(node int, inc uint64) bool {
 
 // Connected reports whether this node's links to every other node are up
 // and their hellos accepted.
-func (m *Mesh) Connected() bool { return m.ConnectedTo(nil) }
-
-// ConnectedTo reports whether the links to the given nodes (every other
-// node if none) are up.
-func (m *Mesh) ConnectedTo(nodes []int) bool {
+func (m *Mesh) Connected() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.upTo(nodes)
+	return m.upTo(nil)
 }
 
 // Backlog reports whether the link to node to is up, and how many frames
