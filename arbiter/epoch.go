@@ -367,7 +367,9 @@ func (n *Node) provable(c *claiming) (bool, string) {
 	switch {
 	case prior > st.epoch:
 		return false, fmt.Sprintf("a voter had promised epoch %d, newer than the log's %d", prior, st.epoch)
-	case n.settledIn != st.epoch:
+	case n.settledIn != st.epoch && (n.waitedOut != st.epoch || n.frozen()):
+		// (Its own wait, finished, settles it: only its server decides in
+		// an epoch before handing the turn on.)
 		return false, fmt.Sprintf("epoch %d began waiting out older leases and this log shows no decision since", st.epoch)
 	case st.server() == n.id:
 		return true, "this node made the last decisions"
@@ -418,6 +420,7 @@ func (n *Node) finishTakeover() {
 		// old authority, which ended before this majority formed, has run
 		// out on its own clock.
 		n.frozenUntil = n.now + st.params.LeaseTicks + st.params.LeaseMarginTicks
+		n.waitedOut = c.epoch
 		reason = fmt.Sprintf("grants nothing for %d ticks (the lease and its margin): %s", n.frozenUntil-n.now, why)
 	}
 	n.emit(Event{Kind: EventTakeoverWon, Node: n.id, Reason: fmt.Sprintf("took over as server of epoch %d, %s", c.epoch, reason)})

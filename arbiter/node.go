@@ -113,7 +113,11 @@ type Node struct {
 	// older leases: one begun by a Takeover without Wait, or in which a
 	// decision followed the Takeover (its server decides nothing while it
 	// waits). See provable and enterOnRelease.
-	settledIn       uint64
+	settledIn uint64
+	// waitedOut is the epoch this node took over with a wait for older
+	// leases (frozenUntil): once that wait is over, the epoch is settled
+	// for its own next takeover.
+	waitedOut       uint64
 	lastQuorumEvent uint64
 
 	nextReq uint64

@@ -26,7 +26,9 @@
 // once every node has accepted this incarnation's links (qnet.Mesh.
 // AdmittedTo: peers that restarted with it, or never saw it, would not
 // refuse it): a node that is down stalls the requests that need it, not the
-// others.
+// others. Until then a node acts on no frame it receives (they wait), and
+// once a peer refuses it as restarted it acts on none: as an arbiter it
+// would grant from the state it lost.
 // Fencing tokens start at the wall clock in microseconds each time a node
 // makes a resource's machine, and above the highest token the node saw
 // before (Config.TokenFile), so they keep increasing across such restarts.
@@ -295,17 +297,41 @@ func (n *Node) loop() {
 		}
 	}()
 	in := n.tr.Inbound()
+	// Until every node has accepted this incarnation's links, what arrives
+	// waits (admitted not nil), and once a peer refuses this node as
+	// restarted nothing is acted on: a restarted node lost the arbiter
+	// state its peers rely on, and must not grant (see qnet.Mesh.Admission).
+	var admitted <-chan struct{}
+	var held []qnet.Inbound
+	if a, ok := n.tr.(admission); ok {
+		admitted, _ = a.Admission()
+	}
 	for {
 		select {
 		case f := <-n.calls:
 			f()
+		case <-admitted:
+			admitted = nil
+			for _, msg := range held {
+				n.receiveAdmitted(msg)
+			}
+			held = nil
 		case msg, ok := <-in:
 			if !ok {
 				in = nil
 				n.log.Warn().Msg("the links closed")
 				continue
 			}
-			n.receive(msg)
+			if admitted != nil {
+				if len(held) >= maxHeldFrames {
+					n.stats.Rejected++
+					n.log.Error().Int("from", msg.From).Msg("a frame dropped: too many wait for this node to be connected to every peer once")
+					continue
+				}
+				held = append(held, msg)
+				continue
+			}
+			n.receiveAdmitted(msg)
 		case <-n.done:
 			n.updates.CloseAll()
 			for _, r := range n.res {
@@ -365,6 +391,26 @@ func (n *Node) resource(name string) (*resource, error) {
 	r := &resource{name: name, m: m}
 	n.res[name] = r
 	return r, nil
+}
+
+// admission is what the TCP mesh tells of this node's admission.
+type admission interface {
+	Admission() (admitted <-chan struct{}, refused bool)
+}
+
+// maxHeldFrames bounds the frames that wait for this node's admission.
+const maxHeldFrames = 1 << 16
+
+// receiveAdmitted acts on a frame, unless a peer has refused this node as
+// restarted.
+func (n *Node) receiveAdmitted(in qnet.Inbound) {
+	if a, ok := n.tr.(admission); ok {
+		if _, refused := a.Admission(); refused {
+			n.stats.Rejected++
+			return
+		}
+	}
+	n.receive(in)
 }
 
 func (n *Node) receive(in qnet.Inbound) {
@@ -515,6 +561,11 @@ func (n *Node) Acquire(ctx context.Context, name string) (*Lease, error) {
 // TryAcquire is Acquire that gives up with ErrLocked if the resource is
 // not granted within Config.TryWait.
 func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
+	if a, ok := n.tr.(admission); ok {
+		if _, refused := a.Admission(); refused {
+			return nil, qnet.ErrRestarted
+		}
+	}
 	if c, ok := n.tr.(interface{ AdmittedTo([]int) bool }); ok && !c.AdmittedTo(n.factory.Asks(n.cfg.Self)) {
 		return nil, ErrNotConnected
 	}

@@ -266,6 +266,7 @@ type Mesh struct {
 	// this incarnation; refusedRestart: a peer refused this node as a
 	// restarted one (see AdmittedTo).
 	everAll, refusedRestart bool
+	admitted                chan struct{} // closed when everAll first holds
 	changed                 chan struct{} // closed and replaced when up changes
 	incoming                []*inConn     // the connection node i sends on, if any
 	// incarnations has, by node, the incarnation of its first accepted
@@ -330,6 +331,7 @@ func Listen(cfg Config) (*Mesh, error) {
 		closed:     make(chan struct{}),
 		conns:      map[net.Conn]struct{}{},
 		up:         make([]bool, n),
+		admitted:   make(chan struct{}),
 		changed:    make(chan struct{}),
 		incoming:   make([]*inConn, n),
 
@@ -402,7 +404,6 @@ func (m *Mesh) Send(to int, f Frame) error {
 	return nil
 }
 
-// WaitConnected waits until an outgoing connection to every other node is
 // ErrRestarted means a peer refused this node as a restarted one: it lost
 // the state its peers rely on (see helloRestarted), and may take no lock.
 var ErrRestarted = errors.New("qnet: a peer refuses this node: it restarted while that one kept running, and the protocols cannot take back a node that lost its state; restart every node of the group")
@@ -416,6 +417,17 @@ func (m *Mesh) WaitConnected(ctx context.Context) error {
 // ErrRestarted once a peer has refused this node as restarted.
 func (m *Mesh) WaitAdmittedTo(ctx context.Context, nodes []int) error {
 	return m.waitFor(ctx, true, nodes)
+}
+
+// Admission returns a channel closed once every other node has accepted
+// this incarnation's links (see AdmittedTo), and whether a peer has
+// refused this node as restarted since. Until then, and for good once
+// refused, the runtime does not act on what it receives: a restarted node
+// has lost the arbiter state its peers rely on, and must not grant.
+func (m *Mesh) Admission() (admitted <-chan struct{}, refused bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.admitted, m.refusedRestart
 }
 
 // AdmittedTo reports whether this node may rely on its links to the given
@@ -591,7 +603,10 @@ func (m *Mesh) setUp(id int, up bool) {
 	m.up[id] = up
 	if up {
 		m.nUp++
-		m.everAll = m.everAll || m.nUp == m.n-1
+		if !m.everAll && m.nUp == m.n-1 {
+			m.everAll = true
+			close(m.admitted)
+		}
 	} else {
 		m.nUp--
 	}
