@@ -19,6 +19,18 @@ func holderAndWaiter(t *testing.T, seed int64) (s *simtest.Sim, holder, waiter *
 	return s, others[0], backup
 }
 
+// queueBehind has holder take "r" and waiter queue behind it.
+func queueBehind(t *testing.T, s *simtest.Sim, holder, waiter *simtest.Host) {
+	t.Helper()
+	acquire(t, s, holder, "r")
+	waitUntil(t, s, 50, "the holder has r", func() bool { return granted(holder, "r") })
+	acquire(t, s, waiter, "r")
+	waitUntil(t, s, 50, "the waiter queued", func() bool {
+		rs := waiter.Node.Resources()
+		return len(rs) == 1 && rs[0].Holder == holder.Node.ID() && len(rs[0].Queue) == 1
+	})
+}
+
 // A release that hands the resource to a waiter goes out, and is decided, at
 // once; if it is lost (every copy: the waiter would take the resource on
 // hearing it), the releaser sends it again after RetryTicks, not a
@@ -28,12 +40,7 @@ func TestLostReleaseWithAWaiterIsRetriedAtOnce(t *testing.T) {
 	exercised := 0
 	for seed := int64(1); seed <= 5; seed++ {
 		s, holder, waiter := holderAndWaiter(t, seed)
-		acquire(t, s, holder, "r")
-		waitUntil(t, s, 50, "the holder has r", func() bool { return granted(holder, "r") })
-		acquire(t, s, waiter, "r")
-		waitUntil(t, s, 50, "the waiter queued", func() bool {
-			return waiter.Node.Resources()[0].Holder == holder.Node.ID() && len(waiter.Node.Resources()[0].Queue) == 1
-		})
+		queueBehind(t, s, holder, waiter)
 		if holder.Node.IsServer() {
 			t.Logf("seed %d: the holder became the server: its release needs no datagram", seed)
 			continue
@@ -125,13 +132,7 @@ func TestNextHolderEntersOnTheRelease(t *testing.T) {
 	exercised := 0
 	for seed := int64(1); seed <= 5; seed++ {
 		s, holder, waiter := holderAndWaiter(t, seed)
-		acquire(t, s, holder, "r")
-		waitUntil(t, s, 50, "the holder has r", func() bool { return granted(holder, "r") })
-		acquire(t, s, waiter, "r")
-		waitUntil(t, s, 50, "the waiter queued and the backup showed it holds that", func() bool {
-			rs := waiter.Node.Resources()
-			return len(rs) == 1 && rs[0].Holder == holder.Node.ID() && len(rs[0].Queue) == 1
-		})
+		queueBehind(t, s, holder, waiter)
 		s.RunTicks(2) // the backup's ack of the waiter's place
 		if holder.Node.IsServer() || waiter.Node.IsServer() {
 			t.Logf("seed %d: the holder or the waiter became the server", seed)
@@ -212,14 +213,8 @@ func TestEarlyReleaseDecidedWithTheHandOver(t *testing.T) {
 	exercised := 0
 	for seed := int64(1); seed <= 5; seed++ {
 		s, holder, waiter := holderAndWaiter(t, seed)
-		acquire(t, s, holder, "r")
-		waitUntil(t, s, 50, "the holder has r", func() bool { return granted(holder, "r") })
-		acquire(t, s, waiter, "r")
-		waitUntil(t, s, 50, "the waiter queued", func() bool {
-			rs := waiter.Node.Resources()
-			return len(rs) == 1 && rs[0].Holder == holder.Node.ID() && len(rs[0].Queue) == 1
-		})
-		s.RunTicks(2)
+		queueBehind(t, s, holder, waiter)
+		s.RunTicks(2) // the backup's ack of the waiter's place
 		srv := server(s)
 		if srv == nil || srv == holder || srv == waiter {
 			t.Logf("seed %d: the holder or the waiter became the server", seed)

@@ -21,22 +21,7 @@ func TestUDPMulticastDropsCountedBesideOwnFiltered(t *testing.T) {
 	if !netns.Isolate(t) {
 		return
 	}
-	cfg := DefaultLocalConfig()
-	ifi, err := net.InterfaceByName(cfg.Interface)
-	if err != nil {
-		t.Fatal(err)
-	}
-	group := netip.MustParseAddrPort(cfg.Address)
-	a, err := ListenUDP(UDPConfig{Group: group, Interface: ifi, Loopback: true, SocketBuffer: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := ListenUDP(UDPConfig{Group: group, Interface: ifi, Loopback: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := listenLocalUDP(t, 4096), listenLocalUDP(t, 0)
 	if !a.filtersOwn {
 		t.Fatal("no socket filter on the multicast socket")
 	}
@@ -90,4 +75,22 @@ func TestUDPMulticastDropsCountedBesideOwnFiltered(t *testing.T) {
 			t.Fatalf("%d datagrams lost into a stalled 4 KiB buffer, %d counted as overflow", lost, a.Drops()[DropOverflow])
 		}
 	}
+}
+
+// listenLocalUDP opens a UDP transport on the local default group and
+// interface (a test's private namespace), with loopback on and socket
+// buffers of buf bytes (0: the default), closed when the test ends.
+func listenLocalUDP(t *testing.T, buf int) *UDP {
+	t.Helper()
+	cfg := DefaultLocalConfig()
+	ifi, err := net.InterfaceByName(cfg.Interface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := ListenUDP(UDPConfig{Group: netip.MustParseAddrPort(cfg.Address), Interface: ifi, Loopback: true, SocketBuffer: buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	return u
 }

@@ -185,16 +185,7 @@ func TestUDPKernelDropsCounted(t *testing.T) {
 	if !netns.Isolate(t) {
 		return
 	}
-	cfg := group.DefaultLocalConfig()
-	ifi, err := net.InterfaceByName(cfg.Interface)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := group.ListenUDP(group.UDPConfig{Group: netip.MustParseAddrPort(cfg.Address), Interface: ifi, Loopback: true, SocketBuffer: 4096})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
+	u := group.ListenLocalUDP(t, 4096)
 	stall, got := make(chan struct{}), make(chan int, 1024)
 	var once sync.Once
 	u.SetHandler(func(ps []group.Packet) {
@@ -235,17 +226,8 @@ func TestUDPOwnMulticastDroppedInTheKernel(t *testing.T) {
 	if !netns.Isolate(t) {
 		return
 	}
-	cfg := group.DefaultLocalConfig()
-	ifi, err := net.InterfaceByName(cfg.Interface)
-	if err != nil {
-		t.Fatal(err)
-	}
 	listen := func() (*group.UDP, chan group.Packet) {
-		u, err := group.ListenUDP(group.UDPConfig{Group: netip.MustParseAddrPort(cfg.Address), Interface: ifi, Loopback: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { u.Close() })
+		u := group.ListenLocalUDP(t, 0)
 		got := make(chan group.Packet, 64)
 		u.SetHandler(func(ps []group.Packet) {
 			for _, p := range ps {

@@ -211,23 +211,10 @@ func TestConfigErrors(t *testing.T) {
 func TestRestartedNodeCannotGrantTwice(t *testing.T) {
 	for _, p := range protocols.Names() {
 		t.Run(p, func(t *testing.T) {
-			listeners, peers := loopbackListeners(t, 3)
-			start := func(i int, l net.Listener) *Node {
-				nd, err := Start(Config{Group: "t", Protocol: p, Coterie: "grid", Self: i, Peers: peers, Listener: l})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { nd.Close() })
-				return nd
-			}
-			nodes := []*Node{start(0, listeners[0]), start(1, listeners[1]), start(2, listeners[2])}
+			// Every node has seen node 0's first incarnation.
+			nodes, peers, start := tcpGroup(t, 3, Config{Group: "t", Protocol: p, Coterie: "grid"})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			for _, nd := range nodes { // every node has seen node 0's first incarnation
-				if err := nd.WaitConnected(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
 			held, err := nodes[1].Acquire(ctx, "r")
 			if err != nil {
 				t.Fatal(err)
@@ -256,16 +243,33 @@ func TestRestartedNodeCannotGrantTwice(t *testing.T) {
 
 // Over real TCP on loopback: the mesh as the daemon uses it.
 func TestOverTCP(t *testing.T) {
-	const n = 4
+	nodes, _, _ := tcpGroup(t, 4, Config{Group: "t", Protocol: protocols.CaoSinghal, Coterie: "fpp"})
+	contend(t, nodes, 2, 25)
+	st, _ := nodes[0].Status()
+	if st.Stats.Entries == 0 || st.Stats.Rejected != 0 {
+		t.Fatalf("stats %+v", st.Stats)
+	}
+}
+
+// tcpGroup starts n nodes configured as cfg (Self, Peers and Listener
+// apart) over TCP on loopback, and waits until every link is up. start
+// starts node i anew on l, as after a restart.
+func tcpGroup(t *testing.T, n int, cfg Config) (nodes []*Node, peers []string, start func(i int, l net.Listener) *Node) {
+	t.Helper()
 	listeners, peers := loopbackListeners(t, n)
-	nodes := make([]*Node, n)
-	for i := range nodes {
-		nd, err := Start(Config{Group: "t", Protocol: protocols.CaoSinghal, Coterie: "fpp", Self: i, Peers: peers, Listener: listeners[i]})
+	start = func(i int, l net.Listener) *Node {
+		c := cfg
+		c.Self, c.Peers, c.Listener = i, peers, l
+		nd, err := Start(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes[i] = nd
 		t.Cleanup(func() { nd.Close() })
+		return nd
+	}
+	nodes = make([]*Node, n)
+	for i := range nodes {
+		nodes[i] = start(i, listeners[i])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -274,11 +278,7 @@ func TestOverTCP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	contend(t, nodes, 2, 25)
-	st, _ := nodes[0].Status()
-	if st.Stats.Entries == 0 || st.Stats.Rejected != 0 {
-		t.Fatalf("stats %+v", st.Stats)
-	}
+	return nodes, peers, start
 }
 
 // loopbackListeners opens n TCP listeners on 127.0.0.1, on ports the system
@@ -640,24 +640,9 @@ func TestIdleMachinesFreed(t *testing.T) {
 // nodes 0 and 1, whose quorums leave node 4 out, take locks; node 2, whose
 // quorum holds it, is told which node it lacks.
 func TestNodeDownStallsOnlyTheQuorumsThatHoldIt(t *testing.T) {
-	const n = 5
-	listeners, peers := loopbackListeners(t, n)
-	nodes := make([]*Node, n)
-	for i := range nodes {
-		nd, err := Start(Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "majority", Self: i, Peers: peers, Listener: listeners[i], TryWait: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = nd
-		t.Cleanup(func() { nd.Close() })
-	}
+	nodes, _, _ := tcpGroup(t, 5, Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "majority", TryWait: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, nd := range nodes {
-		if err := nd.WaitConnected(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	nodes[4].Close()
 	contend(t, nodes[:2], 2, 10)
 	if _, err := nodes[2].TryAcquire(ctx, "x"); !errors.Is(err, ErrNotConnected) {
@@ -678,27 +663,9 @@ func TestNodeDownStallsOnlyTheQuorumsThatHoldIt(t *testing.T) {
 // now fresh, is shared with node 0's quorum). Node 2 must not get x.
 // (Found by review: with only its quorum's links required, it did.)
 func TestPartlyRestartedGroupGrantsNoHeldLock(t *testing.T) {
-	const n = 5
-	listeners, peers := loopbackListeners(t, n)
-	start := func(i int, l net.Listener) *Node {
-		nd, err := Start(Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "majority", Self: i, Peers: peers, Listener: l})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nd.Close() })
-		return nd
-	}
-	nodes := make([]*Node, n)
-	for i := range nodes {
-		nodes[i] = start(i, listeners[i])
-	}
+	nodes, peers, start := tcpGroup(t, 5, Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "majority"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, nd := range nodes {
-		if err := nd.WaitConnected(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	held, err := nodes[0].Acquire(ctx, "x")
 	if err != nil {
 		t.Fatal(err)

@@ -263,18 +263,21 @@ type Mesh struct {
 	up    []bool                // outgoing connection to node i accepted
 	nUp   int
 	// everAll: every outgoing connection has been accepted at once, in
-	// this incarnation; refusedRestart: a peer refused this node as a
-	// restarted one (see AdmittedTo).
-	everAll, refusedRestart bool
-	admitted                chan struct{} // closed when everAll first holds
-	changed                 chan struct{} // closed and replaced when up changes
-	incoming                []*inConn     // the connection node i sends on, if any
+	// this incarnation (see AdmittedTo).
+	everAll  bool
+	admitted chan struct{} // closed when everAll first holds; never replaced
+	changed  chan struct{} // closed and replaced when up changes
+	incoming []*inConn     // the connection node i sends on, if any
 	// incarnations has, by node, the incarnation of its first accepted
 	// hello: a node that comes back with another lost its protocol state.
 	incarnations []uint64
 	incarnation  uint64 // this process's
 
-	sentFrames, sentBytes, recvFrames, recvBytes                                                    [256]atomic.Uint64
+	sentFrames, sentBytes, recvFrames, recvBytes [256]atomic.Uint64
+	// refusedRestart: a peer refused this node as a restarted one. Read
+	// on every frame the runtime receives (Admission), so not under mu.
+	refusedRestart atomic.Bool
+
 	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted, unauthenticated atomic.Uint64
 	lastWarn                                                                                        atomic.Int64
 }
@@ -425,9 +428,7 @@ func (m *Mesh) WaitAdmittedTo(ctx context.Context, nodes []int) error {
 // refused, the runtime does not act on what it receives: a restarted node
 // has lost the arbiter state its peers rely on, and must not grant.
 func (m *Mesh) Admission() (admitted <-chan struct{}, refused bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.admitted, m.refusedRestart
+	return m.admitted, m.refusedRestart.Load()
 }
 
 // AdmittedTo reports whether this node may rely on its links to the given
@@ -440,7 +441,7 @@ func (m *Mesh) Admission() (admitted <-chan struct{}, refused bool) {
 func (m *Mesh) AdmittedTo(nodes []int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.everAll && !m.refusedRestart && m.upTo(nodes)
+	return m.everAll && !m.refusedRestart.Load() && m.upTo(nodes)
 }
 
 // waitFor waits until the links to the given nodes (every other node if
@@ -450,7 +451,7 @@ func (m *Mesh) AdmittedTo(nodes []int) bool {
 func (m *Mesh) waitFor(ctx context.Context, admission bool, nodes []int) error {
 	for {
 		m.mu.Lock()
-		up, everAll, refused, changed := m.upTo(nodes), m.everAll, m.refusedRestart, m.changed
+		up, everAll, refused, changed := m.upTo(nodes), m.everAll, m.refusedRestart.Load(), m.changed
 		m.mu.Unlock()
 		switch {
 		case m.isClosed():
@@ -803,9 +804,8 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 		return &refusedError{p.id, p.addr, fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self)}
 	case helloRestarted:
 		m.mu.Lock()
-		if !m.refusedRestart {
-			m.refusedRestart = true
-			close(m.changed)
+		if !m.refusedRestart.Swap(true) {
+			close(m.changed) // wake the waiters: they fail with ErrRestarted
 			m.changed = make(chan struct{})
 		}
 		m.mu.Unlock()

@@ -1,0 +1,4 @@
+package group
+
+// ListenLocalUDP is listenLocalUDP for the external tests.
+var ListenLocalUDP = listenLocalUDP
