@@ -18,6 +18,10 @@ func (n *Node) Now() uint64 { return n.now }
 // HasState reports whether the node holds the replicated state.
 func (n *Node) HasState() bool { return n.st != nil }
 
+// HeardGroup reports whether a joining node has heard an established group
+// on its address (it then never founds one), or has joined.
+func (n *Node) HeardGroup() bool { return n.join == nil || n.join.sawGroup }
+
 // Joined reports whether the node is a full member.
 func (n *Node) Joined() bool { return n.stat == statusMember }
 

@@ -85,6 +85,12 @@ type Config struct {
 	// Bootstrap lets Join found a new group when none answers within
 	// JoinTimeout. Without it, Join waits for a group (until ctx ends).
 	Bootstrap bool
+	// NoGroupAfter, if set and Bootstrap is not, makes Join give up with
+	// ErrNoGroup when no member of the group has answered within it. A
+	// group that has answered is waited for until ctx ends: a takeover
+	// may keep a newcomer waiting for a while, and that is no reason to
+	// tell the user there is no group.
+	NoGroupAfter time.Duration
 
 	// MaxDatagram is the largest datagram sent or accepted, in bytes.
 	MaxDatagram int

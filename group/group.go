@@ -27,6 +27,9 @@ var (
 	ErrGroupFull = errors.New("group: the group is full")
 	// ErrNodeClosed: the node has left or been closed.
 	ErrNodeClosed = errors.New("group: node closed")
+	// ErrNoGroup: no member of the group answered a join within
+	// Config.NoGroupAfter.
+	ErrNoGroup = errors.New("group: no member of the group answered")
 	// ErrRemoved: the group declared this node dead (it was not heard for
 	// longer than the lease) while it held the lease. The node rejoins as a
 	// new member by itself; calls that were waiting wait on, and ask again
@@ -316,16 +319,32 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		go g.saveTimestamps()
 	}
 	g.run()
-	select {
-	case err := <-g.joinErr:
-		if err != nil {
+	var noGroup <-chan time.Time
+	if cfg.NoGroupAfter > 0 && !cfg.Bootstrap {
+		t := g.clock.NewTicker(cfg.NoGroupAfter)
+		defer t.Stop()
+		noGroup = t.C()
+	}
+	for {
+		select {
+		case err := <-g.joinErr:
+			if err != nil {
+				g.Close()
+				return nil, err
+			}
+			return g, nil
+		case <-noGroup:
+			heard := true
+			g.locked(func() { heard = g.node.HeardGroup() })
+			if !heard {
+				g.Close()
+				return nil, fmt.Errorf("group: joining %q: %w within %v", cfg.Name, ErrNoGroup, cfg.NoGroupAfter)
+			}
+			noGroup = nil
+		case <-ctx.Done():
 			g.Close()
-			return nil, err
+			return nil, fmt.Errorf("group: joining %q: %w", cfg.Name, ctx.Err())
 		}
-		return g, nil
-	case <-ctx.Done():
-		g.Close()
-		return nil, fmt.Errorf("group: joining %q: %w", cfg.Name, ctx.Err())
 	}
 }
 

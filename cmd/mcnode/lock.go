@@ -166,15 +166,12 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	// work: where it does not, every host would found its own group and all
 	// of them would "hold" the lock.
 	cfg.Bootstrap = c.Bool("found")
-	jctx := ctx
-	if !cfg.Bootstrap {
-		var cancel context.CancelFunc
-		jctx, cancel = context.WithTimeout(ctx, 3*cfg.JoinTimeout)
-		defer cancel()
-	}
-	g, err := group.Join(jctx, cfg)
+	// A group that answered is waited for within --timeout: a takeover
+	// holds newcomers back for up to a lease.
+	cfg.NoGroupAfter = 3 * cfg.JoinTimeout
+	g, err := group.Join(ctx, cfg)
 	if err != nil {
-		if !cfg.Bootstrap && ctx.Err() == nil {
+		if errors.Is(err, group.ErrNoGroup) {
 			return nil, fmt.Errorf("no member of group %q answered on %s via %s: run `mcnode run` on the hosts that share locks (see the README), or pass --found to start the group here", cfg.Name, cfg.Address, cfg.Interface)
 		}
 		return nil, err

@@ -258,11 +258,17 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 		return nil, err
 	}
 	cfg.Bootstrap = false // looking must not found a group
-	ctx, cancel := context.WithTimeout(context.Background(), 3*cfg.JoinTimeout)
+	cfg.NoGroupAfter = 3 * cfg.JoinTimeout
+	// A group that answered may hold newcomers back for a takeover's
+	// wait, about a lease.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.NoGroupAfter+2*cfg.LeaseTimeout)
 	defer cancel()
 	g, err := group.Join(ctx, cfg)
-	if err != nil {
+	switch {
+	case errors.Is(err, group.ErrNoGroup):
 		return nil, fmt.Errorf("no group %q answered on %s via %s: %w", cfg.Name, cfg.Address, cfg.Interface, err)
+	case err != nil:
+		return nil, fmt.Errorf("group %q on %s via %s answered but did not admit this node: %w", cfg.Name, cfg.Address, cfg.Interface, err)
 	}
 	defer g.Leave(context.Background())
 	st, err := g.Status()

@@ -1,0 +1,91 @@
+package group_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/group/memnet"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// A join that nobody answers gives up after NoGroupAfter with ErrNoGroup.
+func TestJoinGivesUpWhenNoGroupAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := memConfig(memnet.New(1))
+		cfg.Bootstrap = false
+		cfg.NoGroupAfter = 3 * cfg.JoinTimeout
+		start := time.Now()
+		_, err := group.Join(context.Background(), cfg)
+		if !errors.Is(err, group.ErrNoGroup) {
+			t.Fatalf("Join = %v, want ErrNoGroup", err)
+		}
+		if d := time.Since(start); d != cfg.NoGroupAfter {
+			t.Errorf("gave up after %v, want %v", d, cfg.NoGroupAfter)
+		}
+	})
+}
+
+// A group that answered but does not admit the newcomer yet (here its
+// state never arrives; in life a takeover's wait) is waited for past
+// NoGroupAfter, until the caller's context ends, and the join succeeds
+// once the group lets the newcomer in.
+func TestJoinWaitsForAGroupThatAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(1)
+		joinAll(t, net, 2)
+		cfg := memConfig(net)
+		cfg.Bootstrap = false
+		cfg.NoGroupAfter = 3 * cfg.JoinTimeout
+		gate := &stateGate{Transport: cfg.Transport, out: make(chan group.Packet, 1024)}
+		go gate.forward()
+		cfg.Transport = gate
+		admitAt := 5 * cfg.NoGroupAfter
+		time.AfterFunc(admitAt, func() { gate.open.Store(true) })
+		start := time.Now()
+		g, err := group.Join(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("Join = %v after %v, want a member once the state arrives at %v", err, time.Since(start), admitAt)
+		}
+		defer g.Close()
+		if d := time.Since(start); d < admitAt {
+			t.Errorf("joined after %v, before the state could arrive (%v)", d, admitAt)
+		}
+	})
+}
+
+// stateGate passes a transport's packets on, except state transfers until
+// open: the newcomer hears the group but cannot become a member.
+type stateGate struct {
+	group.Transport
+	open atomic.Bool
+	out  chan group.Packet
+}
+
+func (s *stateGate) Packets() <-chan group.Packet { return s.out }
+
+func (s *stateGate) forward() {
+	defer close(s.out)
+	codec, _ := wire.NewCodec(wire.DefaultLimits())
+	for p := range s.Transport.Packets() {
+		if !s.open.Load() {
+			if d, err := codec.Decode(p.Data); err == nil && hasKind(d.Messages, wire.KindStateChunk) {
+				continue
+			}
+		}
+		s.out <- p
+	}
+}
+
+func hasKind(ms []wire.Message, k wire.Kind) bool {
+	for _, m := range ms {
+		if m.Kind() == k {
+			return true
+		}
+	}
+	return false
+}
