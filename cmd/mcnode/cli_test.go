@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/mcnode/mcnode/seal"
 )
 
 // mcnodeLocal runs the test binary as mcnode with a clean environment, on
@@ -83,5 +85,17 @@ func TestHelpListsCommands(t *testing.T) {
 		if code != 0 || !strings.Contains(out, cmd) {
 			t.Fatalf("--help (status %d) does not list %s:\n%s", code, cmd, out)
 		}
+	}
+}
+
+// mcnode keygen without a file prints the key itself, one line that reads
+// back as a key (it once printed only the key's ID).
+func TestKeygenPrintsTheKey(t *testing.T) {
+	out, code := mcnodeLocal("keygen")
+	if code != 0 {
+		t.Fatalf("mcnode keygen: status %d: %s", code, out)
+	}
+	if _, err := seal.ParseKey(out); err != nil {
+		t.Fatalf("mcnode keygen printed %q: %v", out, err)
 	}
 }

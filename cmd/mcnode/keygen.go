@@ -28,7 +28,9 @@ func keygenCommand() *cli.Command {
 				return &exitError{code: 1, err: err}
 			}
 			if c.NArg() == 0 {
-				fmt.Println(k)
+				// The secret itself, as a key file's line: fmt's %v of a
+				// Key names it without the secret.
+				fmt.Println(k.Encode())
 				return nil
 			}
 			if err := seal.WriteKeyFile(c.Args().First(), k); err != nil {
