@@ -48,6 +48,10 @@ type request struct {
 	// "key-use" and "key-remove" take the key's ID.
 	Key string `json:"key,omitempty"`
 	ID  string `json:"id,omitempty"`
+	// Local makes a key operation on this daemon alone; Force makes it
+	// even where a member would be cut off (see manageKeys).
+	Local bool `json:"local,omitempty"`
+	Force bool `json:"force,omitempty"`
 }
 
 type response struct {
@@ -61,6 +65,8 @@ type response struct {
 	Lost    string      `json:"lost,omitempty"`
 	Status  *statusView `json:"status,omitempty"`
 	Keys    []string    `json:"keys,omitempty"` // key IDs, the one sealing first
+	// Members are the other members' key IDs after a key operation.
+	Members []memberKeys `json:"members,omitempty"`
 }
 
 // errUnsafeSocketDir: the control socket's directory could be someone
@@ -154,12 +160,12 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 	case "lock":
 		serveLock(conn, in, enc, g, req, log)
 	case "keys", "key-install", "key-use", "key-remove":
-		ids, err := manageKeys(g, req)
+		r, err := manageKeys(g, req)
 		if err != nil {
 			_ = enc.Encode(response{Error: err.Error()})
 			return
 		}
-		_ = enc.Encode(response{OK: true, Keys: ids})
+		_ = enc.Encode(r)
 	default:
 		_ = enc.Encode(response{Error: fmt.Sprintf("unknown op %q", req.Op)})
 	}

@@ -58,9 +58,11 @@ func TestE2EGroupKey(t *testing.T) {
 	}
 }
 
-// A group's key is rotated with mcnode keys on every member, in the three
-// steps of its help, while locks go on being taken: every lock is granted,
-// each daemon's key file ends up holding the new key alone, and a daemon
+// A group's key is rotated by mcnode keys on one host, in the three steps
+// of its help, while lock loops on every host take a shared lock: each step
+// reaches every member, no critical sections overlap and tokens increase, a
+// step that would cut a member off is refused and changes nothing, each
+// daemon's key file ends up holding the new key alone, and a daemon
 // restarted from it rejoins.
 func TestE2EKeyRotation(t *testing.T) {
 	const hosts = 3 // a majority stays up while one restarts
@@ -104,26 +106,52 @@ func TestE2EKeyRotation(t *testing.T) {
 		return out
 	}
 	oldID, nextID := ids(old)[0], ids(next)[0]
-	lock := func(step string) {
-		for i := 0; i < hosts; i++ {
-			if out, err := c.mcnode(i, "lock", "--timeout", "5s", "k", "--", "true").CombinedOutput(); err != nil {
-				t.Fatalf("%s: mcnode lock on host %d: %v: %s", step, i, err, out)
-			}
-		}
+	loops := startLockLoops(c, []int{0, 1, 2}, 2)
+	waitLines(t, loops, 3)
+	keys := func(i int, args ...string) (string, error) {
+		out, err := c.mcnode(i, append([]string{"keys"}, args...)...).CombinedOutput()
+		return string(out), err
 	}
+	// Out of order, each step is refused on every member's behalf.
+	if out, err := keys(1, "use", nextID); err == nil || !strings.Contains(out, "lacks key "+nextID) {
+		t.Fatalf("keys use of a key no member holds: %v: %s", err, out)
+	}
+	if out, err := keys(0, "install", "--local", next); err != nil {
+		t.Fatalf("keys install --local: %v: %s", err, out)
+	}
+	if out, err := keys(0, "use", nextID); err == nil || !strings.Contains(out, "lacks key "+nextID) {
+		t.Fatalf("keys use of a key only this host holds: %v: %s", err, out)
+	}
+	if got := ids(keyfile(0)); len(got) != 2 || got[0] != oldID {
+		t.Fatalf("a refused use changed host 0's key file: %v", got)
+	}
+	lines := 3
 	for _, step := range [][]string{{"install", next}, {"use", nextID}, {"remove", oldID}} {
-		for i := 0; i < hosts; i++ {
-			if out, err := c.mcnode(i, append([]string{"keys"}, step...)...).CombinedOutput(); err != nil {
-				t.Fatalf("mcnode keys %v on host %d: %v: %s", step, i, err, out)
+		out, err := keys(2, step...)
+		if err != nil {
+			t.Fatalf("mcnode keys %v on host 2: %v: %s", step, err, out)
+		}
+		if got := strings.Count(out, "(seals)"); got != hosts {
+			t.Fatalf("mcnode keys %v listed %d members' keys, want %d: %s", step, got, hosts, out)
+		}
+		if step[0] == "use" {
+			if out, err := keys(0, "remove", nextID); err == nil || !strings.Contains(out, "still seals with key "+nextID) {
+				t.Fatalf("the key every member seals with was removed: %v: %s", err, out)
 			}
 		}
-		lock(step[0])
+		lines += 3
+		waitLines(t, loops, lines) // locks flow after each step
 	}
-	out, err := c.mcnode(0, "keys", "list").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != nextID+"  (seals)" {
-		t.Fatalf("mcnode keys list after the rotation: %v: %q", err, out)
+	loops.halt(t)
+	for _, e := range loops.errs {
+		t.Errorf("lock loop: %s", e)
 	}
+	t.Logf("%d critical sections during the rotation, none overlapping", len(loops.sections(t)))
 	for i := 0; i < hosts; i++ {
+		out, err := keys(i, "list", "--local")
+		if err != nil || strings.TrimSpace(out) != nextID+"  (seals)" {
+			t.Fatalf("host %d: mcnode keys list --local after the rotation: %v: %q", i, err, out)
+		}
 		if got := ids(keyfile(i)); len(got) != 1 || got[0] != nextID {
 			t.Fatalf("host %d's key file holds %v, want %s alone", i, got, nextID)
 		}

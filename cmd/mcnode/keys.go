@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -40,18 +43,16 @@ func keyRingOf(g locker) (keyRing, error) {
 	return nil, errNoKeys
 }
 
-// manageKeys carries out a key operation of the control protocol and
-// returns the key IDs afterwards, the one sealing first.
-func manageKeys(g locker, req request) ([]string, error) {
-	kr, err := keyRingOf(g)
-	if err != nil {
-		return nil, err
-	}
+// changeKeyRing carries out a key operation of the control protocol on
+// this daemon's ring alone and returns the key IDs afterwards, the one
+// sealing first.
+func changeKeyRing(kr keyRing, req request) ([]string, error) {
+	var err error
 	switch req.Op {
 	case "key-install":
-		k, err := seal.ParseKey(req.Key)
-		if err != nil {
-			return nil, err
+		k, perr := seal.ParseKey(req.Key)
+		if perr != nil {
+			return nil, perr
 		}
 		err = kr.installKey(k)
 	case "key-use", "key-remove":
@@ -68,15 +69,68 @@ func manageKeys(g locker, req request) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids, err := kr.keyIDs()
+	return keyIDsOf(kr)
+}
+
+// manageKeys carries out a key operation of the control protocol: on this
+// daemon, then on every other member (see keysTopic), unless req.Local.
+// Before a member is asked to seal with a key, or to drop one, every
+// member must hold that key, or no longer seal with it (unless req.Force):
+// out of order, members would be cut off from each other.
+func manageKeys(g locker, req request) (response, error) {
+	kr, err := keyRingOf(g)
 	if err != nil {
-		return nil, err
+		return response{}, err
 	}
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = seal.FormatID(id)
+	agent := keyAgentOf(g)
+	if req.Local || agent == nil {
+		ids, err := changeKeyRing(kr, req)
+		return response{OK: true, Keys: ids}, err
 	}
-	return out, nil
+	ctx := context.Background()
+	if (req.Op == "key-use" || req.Op == "key-remove") && !req.Force {
+		if err := keysAllowed(agent.ask(ctx, "keys", "", ""), req); err != nil {
+			return response{}, err
+		}
+	}
+	ids, err := changeKeyRing(kr, req)
+	if err != nil {
+		return response{}, err
+	}
+	return response{OK: true, Keys: ids, Members: agent.ask(ctx, req.Op, req.Key, req.ID)}, nil
+}
+
+// keysAllowed checks, from every member's key IDs, that req cuts nobody off.
+func keysAllowed(members []memberKeys, req request) error {
+	for _, m := range members {
+		who := fmt.Sprintf("node %d (%s)", m.Node, m.Addr)
+		switch {
+		case !m.Answered:
+			return fmt.Errorf("%s did not answer, so it may lack key %s: nothing changed (make sure, then --force)", who, req.ID)
+		case m.Error != "":
+			return fmt.Errorf("%s cannot list its keys: %s: nothing changed", who, m.Error)
+		case req.Op == "key-use" && !slices.Contains(m.Keys, req.ID):
+			return fmt.Errorf("%s lacks key %s: nothing changed (mcnode keys install it first)", who, req.ID)
+		case req.Op == "key-remove" && len(m.Keys) > 0 && m.Keys[0] == req.ID:
+			return fmt.Errorf("%s still seals with key %s: nothing changed (mcnode keys use the new key first)", who, req.ID)
+		}
+	}
+	return nil
+}
+
+// keyAgentOf returns the daemon's key agent, if its group has keys.
+func keyAgentOf(g locker) *keyAgent {
+	if j, ok := g.(*joining); ok {
+		node, err := j.get()
+		if err != nil {
+			return nil
+		}
+		g = node
+	}
+	if d, ok := g.(daemonNode); ok {
+		return d.keys
+	}
+	return nil
 }
 
 // The daemon's key ring: each change is made to the running node, then
@@ -127,6 +181,17 @@ func (d daemonNode) changeKeys(change func(*group.Group) error) error {
 	return nil
 }
 
+// printKeyIDs prints key IDs, one a line, marking the one sealing.
+func printKeyIDs(indent string, ids []string) {
+	for i, id := range ids {
+		note := ""
+		if i == 0 {
+			note = "  (seals)"
+		}
+		fmt.Printf("%s%s%s\n", indent, id, note)
+	}
+}
+
 func keysCommand() *cli.Command {
 	do := func(c *cli.Context, req request) error {
 		d, err := dialDaemon(socketPath(c))
@@ -144,15 +209,34 @@ func keysCommand() *cli.Command {
 		if !r.OK {
 			return &exitError{code: 1, err: fmt.Errorf("daemon: %s", r.Error)}
 		}
-		for i, id := range r.Keys {
-			note := ""
-			if i == 0 {
-				note = "  (seals)"
+		if len(r.Members) > 0 {
+			fmt.Println("this node:")
+		}
+		printKeyIDs("  ", r.Keys)
+		var failed []string
+		for _, m := range r.Members {
+			fmt.Printf("node %d (%s):\n", m.Node, m.Addr)
+			switch {
+			case !m.Answered:
+				fmt.Printf("  did not answer within %v\n", keySpreadTimeout)
+				failed = append(failed, fmt.Sprint(m.Node))
+			case m.Error != "":
+				fmt.Printf("  failed: %s\n", m.Error)
+				failed = append(failed, fmt.Sprint(m.Node))
 			}
-			fmt.Printf("%s%s\n", id, note)
+			printKeyIDs("  ", m.Keys)
+		}
+		if len(failed) > 0 {
+			return &exitError{code: 1, err: fmt.Errorf("done here and on %d of %d other members; not on node %s: run the same command again (members do a change once), or on those hosts with --local", len(r.Members)-len(failed), len(r.Members), strings.Join(failed, ", "))}
 		}
 		return nil
 	}
+	scope := func(c *cli.Context, req request) request {
+		req.Local, req.Force = c.Bool("local"), c.Bool("force")
+		return req
+	}
+	local := &cli.BoolFlag{Name: "local", Usage: "change this daemon's keys only, not every member's"}
+	force := &cli.BoolFlag{Name: "force", Usage: "change the keys even if a member did not answer, lacks the key or still seals with it (it is cut off)"}
 	oneArg := func(c *cli.Context, what string) (string, error) {
 		if c.NArg() != 1 {
 			return "", usage("want one argument: %s", what)
@@ -171,21 +255,28 @@ func keysCommand() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "keys",
-		Usage: "list and rotate the group keys of the local daemon",
-		Description: "Changes the keys of the running `mcnode run` daemon, and rewrites its --keyfile\n" +
-			"so that a restart keeps them. Rotate a group's key in three steps, each done\n" +
-			"on every member before the next, and no datagram is lost:\n" +
-			"  mcnode keygen new.key                  (copy new.key to every member)\n" +
-			"  mcnode keys install new.key            (every member: accept the new key)\n" +
-			"  mcnode keys use NEWID                  (every member: seal with it)\n" +
-			"  mcnode keys remove OLDID               (every member: refuse the old one)\n" +
-			"A member that seals with a key the others lack is cut off from them until\n" +
-			"they install it.",
+		Usage: "list and rotate the group's keys",
+		Description: "Changes the keys of the running `mcnode run` daemon, then of every other member\n" +
+			"(through their daemons; each rewrites its --keyfile, so that a restart keeps the\n" +
+			"change), and lists each member's keys, the one sealing first. Rotate a group's key\n" +
+			"in three steps, and no datagram is lost:\n" +
+			"  mcnode keygen new.key                  (on one host)\n" +
+			"  mcnode keys install new.key            (every member accepts the new key)\n" +
+			"  mcnode keys use NEWID                  (every member seals with it)\n" +
+			"  mcnode keys remove OLDID               (every member refuses the old one)\n" +
+			"`use` changes nothing unless every member holds the key, and `remove` nothing\n" +
+			"while a member still seals with it: a member that seals with a key the others\n" +
+			"lack is cut off from them. A member that did not answer is named, and the\n" +
+			"status is 1: run the command again, or on that host with --local (this daemon\n" +
+			"only). Spreading needs the daemons to run; a stopped member's key file must be\n" +
+			"changed by hand.",
 		OnUsageError: onUsageError,
 		Subcommands: []*cli.Command{
 			withCommon(&cli.Command{Name: "list", Usage: "list the key IDs, the one sealing first",
-				Action: func(c *cli.Context) error { return do(c, request{Op: "keys"}) }}),
+				Flags:  []cli.Flag{local},
+				Action: func(c *cli.Context) error { return do(c, scope(c, request{Op: "keys"})) }}),
 			withCommon(&cli.Command{Name: "install", Usage: "accept a new key, read from a key file made by mcnode keygen", ArgsUsage: "KEYFILE",
+				Flags: []cli.Flag{local},
 				Action: func(c *cli.Context) error {
 					path, err := oneArg(c, "the key file to install the key of")
 					if err != nil {
@@ -198,23 +289,25 @@ func keysCommand() *cli.Command {
 					if len(keys) != 1 {
 						return usage("%s holds %d keys; install one key at a time", path, len(keys))
 					}
-					return do(c, request{Op: "key-install", Key: keys[0].Encode()})
+					return do(c, scope(c, request{Op: "key-install", Key: keys[0].Encode()}))
 				}}),
 			withCommon(&cli.Command{Name: "use", Usage: "seal with an installed key", ArgsUsage: "ID",
+				Flags: []cli.Flag{local, force},
 				Action: func(c *cli.Context) error {
 					id, err := oneID(c, "the ID of the key to seal with")
 					if err != nil {
 						return err
 					}
-					return do(c, request{Op: "key-use", ID: id})
+					return do(c, scope(c, request{Op: "key-use", ID: id}))
 				}}),
 			withCommon(&cli.Command{Name: "remove", Usage: "stop accepting a key (not the one sealing)", ArgsUsage: "ID",
+				Flags: []cli.Flag{local, force},
 				Action: func(c *cli.Context) error {
 					id, err := oneID(c, "the ID of the key to remove")
 					if err != nil {
 						return err
 					}
-					return do(c, request{Op: "key-remove", ID: id})
+					return do(c, scope(c, request{Op: "key-remove", ID: id}))
 				}}),
 		},
 	}

@@ -144,6 +144,7 @@ type locker interface {
 type daemonNode struct {
 	mcnode.Locker
 	keyfile string       // multicast mode: where its keys are kept ("" without a key)
+	keys    *keyAgent    // multicast mode with a key: spreads key changes
 	via     *group.Group // quorum mode: the multicast group the peers came from, if they did
 }
 
@@ -247,7 +248,11 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 			if err != nil {
 				return nil, &exitError{code: 1, err: err}
 			}
-			return daemonNode{Locker: mcnode.Wrap(g), keyfile: c.String("keyfile")}, nil
+			d := daemonNode{Locker: mcnode.Wrap(g), keyfile: c.String("keyfile")}
+			if ids, _ := g.Keys(); len(ids) > 0 {
+				d.keys = startKeyAgent(g, d, log)
+			}
+			return d, nil
 		}, why, nil
 	}
 	cfg, err := quorumConfig(c, log)
