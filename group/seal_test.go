@@ -3,6 +3,9 @@ package group_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,74 +66,258 @@ func TestKeyedGroupAdmitsOnlyKeyHolders(t *testing.T) {
 	})
 }
 
-// Keys are rotated while every node takes a lock over and over: install
-// the new key everywhere, use it everywhere, remove the old one
-// everywhere. No Acquire fails, no lease is lost, and afterwards a node that
-// holds only the old key is refused.
+// Keys are rotated twice while two callers on every node take one lock
+// over and over: each rotation installs the new key on every node, then
+// uses it on every node, then removes the old one from every node, one node
+// at a time. Every hold is recorded, with its fencing token, from all the
+// nodes into one log: no two holders overlap, tokens strictly increase,
+// every Acquire is granted and no lease is lost, and grants, releases and
+// entries are equal, in the callers' count and in the group's own
+// (Stats.Entries and Releases: a grant nobody asked for would show there).
+// Locks are taken during every step; no datagram is dropped for its key;
+// afterwards a node that holds only a removed key is refused.
 func TestKeyRotationLosesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		net := memnet.New(22)
 		net.SetDelay(200 * time.Microsecond)
-		old, next := newKey(t), newKey(t)
-		gs := joinAll(t, net, 3, old)
+		keys := []seal.Key{newKey(t), newKey(t), newKey(t)}
+		gs := joinAll(t, net, 3, keys[0])
+		var holds holdLog
 		var stop atomic.Bool
-		var entries atomic.Int64
+		var acquires, grants, releases atomic.Int64
 		var wg sync.WaitGroup
-		for _, g := range gs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for !stop.Load() {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					l, err := g.Acquire(ctx, "r")
-					cancel()
-					if err != nil {
-						t.Errorf("Acquire during rotation: %v", err)
-						return
+		for i, g := range gs {
+			for c := range 2 { // two callers per node: the local queue too
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					who := fmt.Sprintf("node %d caller %d", i, c)
+					for !stop.Load() {
+						acquires.Add(1)
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						l, err := g.Acquire(ctx, "r")
+						cancel()
+						if err != nil {
+							t.Errorf("%s: Acquire during rotation: %v", who, err)
+							return
+						}
+						grants.Add(1)
+						holds.enter(who, l.Token())
+						time.Sleep(time.Millisecond)
+						if l.Err() != nil {
+							t.Errorf("%s: lease lost during rotation: %v", who, l.Err())
+						}
+						holds.exit(who, l.Token())
+						if err := l.Release(); err != nil {
+							t.Errorf("%s: Release: %v", who, err)
+							continue
+						}
+						releases.Add(1)
 					}
-					time.Sleep(time.Millisecond)
-					if l.Err() != nil {
-						t.Errorf("lease lost during rotation: %v", l.Err())
-					}
-					l.Release()
-					entries.Add(1)
-				}
-			}()
-		}
-		step := func(what string, f func(g *group.Group) error) {
-			for _, g := range gs {
-				time.Sleep(20 * time.Millisecond) // the members change one by one
-				if err := f(g); err != nil {
-					t.Fatalf("%s: %v", what, err)
-				}
+				}()
 			}
 		}
-		step("install", func(g *group.Group) error { return g.InstallKey(next) })
-		step("use", func(g *group.Group) error { return g.UseKey(next.ID()) })
-		step("remove", func(g *group.Group) error { return g.RemoveKey(old.ID()) })
+		// step changes the ring of every node in turn (in the order given),
+		// and requires locks taken while it does. A step that fails ends the
+		// rotations (the callers stop, and what they did is checked).
+		step := func(what string, order []int, f func(g *group.Group) error) bool {
+			t.Helper()
+			before := holds.entries()
+			for _, i := range order {
+				time.Sleep(20 * time.Millisecond) // the members change one by one
+				if err := f(gs[i]); err != nil {
+					t.Errorf("%s on node %d: %v", what, i, err)
+					return false
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+			if n := holds.entries() - before; n < 10 {
+				t.Errorf("%s: only %d entries while every node did it", what, n)
+			}
+			return true
+		}
+		for r := 1; r < len(keys); r++ {
+			old, next := keys[r-1], keys[r]
+			if !step(fmt.Sprintf("rotation %d: install", r), []int{0, 1, 2}, func(g *group.Group) error { return g.InstallKey(next) }) ||
+				!step(fmt.Sprintf("rotation %d: use", r), []int{2, 0, 1}, func(g *group.Group) error { return g.UseKey(next.ID()) }) ||
+				!step(fmt.Sprintf("rotation %d: remove", r), []int{1, 2, 0}, func(g *group.Group) error { return g.RemoveKey(old.ID()) }) {
+				break
+			}
+		}
 		time.Sleep(100 * time.Millisecond)
 		stop.Store(true)
 		wg.Wait()
-		if entries.Load() < 30 {
-			t.Errorf("only %d entries during the rotation", entries.Load())
+
+		events := holds.events()
+		entries, exits, problems := checkHolds(events)
+		for _, p := range problems {
+			t.Error(p)
 		}
+		if acquires.Load() != grants.Load() || grants.Load() != int64(entries) || int64(entries) != int64(exits) || int64(exits) != releases.Load() {
+			t.Errorf("%d Acquires, %d granted, %d entries, %d exits, %d releases: want all equal",
+				acquires.Load(), grants.Load(), entries, exits, releases.Load())
+		}
+		if entries < 100 {
+			t.Errorf("only %d entries during the rotations", entries)
+		}
+		// The group's own count: every grant it made went to a caller, and
+		// it recorded every release (the last may still be on its way).
+		var byGroup group.Stats
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			byGroup = group.Stats{Drops: map[string]uint64{}}
+			for _, g := range gs {
+				st, err := g.Status()
+				if err != nil {
+					t.Fatal(err)
+				}
+				byGroup.Entries += st.Stats.Entries
+				byGroup.Releases += st.Stats.Releases
+				for k, v := range st.Stats.Drops {
+					byGroup.Drops[k] += v
+				}
+			}
+			if byGroup.Releases >= uint64(releases.Load()) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if byGroup.Entries != uint64(grants.Load()) || byGroup.Releases != uint64(releases.Load()) {
+			t.Errorf("the group counts %d grants and %d releases, the callers %d and %d",
+				byGroup.Entries, byGroup.Releases, grants.Load(), releases.Load())
+		}
+		for _, reason := range []string{group.DropUnsealed, group.DropUnknownKey, group.DropBadMAC} {
+			if byGroup.Drops[reason] != 0 {
+				t.Errorf("%d datagrams dropped as %s during the rotations (drops %v)", byGroup.Drops[reason], reason, byGroup.Drops)
+			}
+		}
+		t.Logf("%d holds, tokens %d..%d; drops %v", entries, events[0].token, events[len(events)-1].token, byGroup.Drops)
+
+		last := keys[len(keys)-1]
 		ids, err := gs[0].Keys()
-		if err != nil || len(ids) != 1 || ids[0] != next.ID() {
+		if err != nil || len(ids) != 1 || ids[0] != last.ID() {
 			t.Errorf("keys after rotation %v, %v", ids, err)
 		}
-		if err := gs[0].RemoveKey(next.ID()); err == nil {
+		if err := gs[0].RemoveKey(last.ID()); err == nil {
 			t.Error("the primary key was removed")
 		}
-		cfg := memConfig(net)
-		cfg.Keys = []seal.Key{old}
-		cfg.Bootstrap = false
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if g, err := group.Join(ctx, cfg); err == nil {
-			g.Close()
-			t.Error("a node with the removed key joined")
+		for _, removed := range keys[:len(keys)-1] {
+			cfg := memConfig(net)
+			cfg.Keys = []seal.Key{removed}
+			cfg.Bootstrap = false
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if g, err := group.Join(ctx, cfg); err == nil {
+				g.Close()
+				t.Errorf("a node with the removed %v joined", removed)
+			}
+			cancel()
 		}
 	})
+}
+
+// holdLog records the holds of one resource from every node, in one
+// order: each holder's entry once it holds the lock, and its exit before it
+// releases it.
+type holdLog struct {
+	mu  sync.Mutex
+	log []holdEvent
+	in  int // entries recorded
+}
+
+type holdEvent struct {
+	enter bool
+	who   string
+	token uint64
+	at    time.Time
+}
+
+func (h *holdLog) enter(who string, token uint64) { h.add(holdEvent{true, who, token, time.Now()}) }
+func (h *holdLog) exit(who string, token uint64)  { h.add(holdEvent{false, who, token, time.Now()}) }
+
+func (h *holdLog) add(e holdEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.log = append(h.log, e)
+	if e.enter {
+		h.in++
+	}
+}
+
+func (h *holdLog) entries() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.in
+}
+
+func (h *holdLog) events() []holdEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.log)
+}
+
+// checkHolds checks a hold log: every entry is followed by the exit of the
+// same holder with the same token before anyone else enters (no two
+// holders overlap), each entry's token is above the one before, and no hold
+// is left open. It returns the entries and exits counted, and what is
+// wrong.
+func checkHolds(events []holdEvent) (entries, exits int, problems []string) {
+	var inside *holdEvent
+	var lastToken uint64
+	for i := range events {
+		e := &events[i]
+		switch {
+		case e.enter && inside != nil:
+			problems = append(problems, fmt.Sprintf("two holders: %s entered (token %d) at %v while %s held it (token %d, since %v)",
+				e.who, e.token, e.at, inside.who, inside.token, inside.at))
+		case e.enter && entries > 0 && e.token <= lastToken:
+			problems = append(problems, fmt.Sprintf("token went from %d to %d (%s at %v)", lastToken, e.token, e.who, e.at))
+		case !e.enter && (inside == nil || inside.who != e.who || inside.token != e.token):
+			problems = append(problems, fmt.Sprintf("%s left (token %d) at %v, and was not the holder", e.who, e.token, e.at))
+		}
+		if e.enter {
+			entries++
+			lastToken = max(lastToken, e.token)
+			inside = e
+		} else {
+			exits++
+			if inside != nil && inside.who == e.who {
+				inside = nil
+			}
+		}
+	}
+	if inside != nil {
+		problems = append(problems, fmt.Sprintf("%s never left (token %d, since %v)", inside.who, inside.token, inside.at))
+	}
+	return entries, exits, problems
+}
+
+// The hold checker catches each violation it is for, in a log made up for
+// it, and passes a sound one.
+func TestCheckHoldsCatches(t *testing.T) {
+	at := time.Unix(0, 0)
+	in := func(who string, token uint64) holdEvent { return holdEvent{true, who, token, at} }
+	out := func(who string, token uint64) holdEvent { return holdEvent{false, who, token, at} }
+	for _, c := range []struct {
+		name   string
+		events []holdEvent
+		want   string // in a problem; "" for none
+	}{
+		{"sound", []holdEvent{in("a", 1), out("a", 1), in("b", 5), out("b", 5), in("a", 6), out("a", 6)}, ""},
+		{"overlap", []holdEvent{in("a", 1), out("a", 1), in("b", 5), in("a", 6), out("b", 5), out("a", 6)}, "two holders"},
+		{"same token twice", []holdEvent{in("a", 5), out("a", 5), in("b", 5), out("b", 5)}, "token went from 5 to 5"},
+		{"token back", []holdEvent{in("a", 5), out("a", 5), in("b", 4), out("b", 4)}, "token went from 5 to 4"},
+		{"exit of another", []holdEvent{in("a", 1), out("b", 1)}, "was not the holder"},
+		{"never left", []holdEvent{in("a", 1), out("a", 1), in("b", 2)}, "never left"},
+	} {
+		_, _, problems := checkHolds(c.events)
+		found := c.want == "" && len(problems) == 0
+		for _, p := range problems {
+			found = found || c.want != "" && strings.Contains(p, c.want)
+		}
+		if !found {
+			t.Errorf("%s: problems %q, want one with %q", c.name, problems, c.want)
+		}
+	}
 }
 
 func TestKeyOperationsWithoutAKey(t *testing.T) {
