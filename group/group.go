@@ -174,6 +174,9 @@ type Group struct {
 	// nanoseconds of the Clock's time; leases read it without taking the
 	// machine's lock.
 	leaseEnd atomic.Int64
+	// sentBy and receivedBy count datagrams by class, in arrays: every
+	// datagram sent or received updates them (Status makes Stats' maps).
+	sentBy, receivedBy classCounts
 }
 
 // Stats counts what the runtime sent, received and dropped.
@@ -206,6 +209,33 @@ type Stats struct {
 	// Drops counts every datagram or message dropped, by reason (the Drop
 	// constants), the transport's included; Status fills it in.
 	Drops map[string]uint64
+	// SentBytesBy and ReceivedBytesBy count the bytes of the datagrams
+	// Sent and ReceivedBy count, by class, as they went out and came in
+	// (sealed, with a group key).
+	SentBytesBy, ReceivedBytesBy map[Class]uint64
+}
+
+// classCounts counts datagrams and their bytes by class, indexed by
+// wire.Class.Index.
+type classCounts struct{ n, bytes [wire.NumClasses]uint64 }
+
+func (c *classCounts) add(class Class, size int) {
+	if i := class.Index(); i >= 0 {
+		c.n[i]++
+		c.bytes[i] += uint64(size)
+	}
+}
+
+// maps returns the counts by class, and the bytes, leaving out the classes
+// never counted.
+func (c *classCounts) maps() (n, bytes map[Class]uint64) {
+	n, bytes = map[Class]uint64{}, map[Class]uint64{}
+	for i, class := range wire.Classes {
+		if c.n[i] != 0 {
+			n[class], bytes[class] = c.n[i], c.bytes[i]
+		}
+	}
+	return n, bytes
 }
 
 // Reasons for a drop, the keys of Stats.Drops.
@@ -287,7 +317,6 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		events:  make(chan Event, 1024),
 		joinErr: make(chan error, 1),
 		locks:   map[string]*lockState{},
-		stats:   Stats{Sent: map[Class]uint64{}, ReceivedBy: map[Class]uint64{}},
 	}
 	if g.clock == nil {
 		g.clock = BootClock{}
@@ -578,8 +607,9 @@ func (g *Group) halt() {
 
 // receive decodes one datagram and steps its messages.
 func (g *Group) receive(p Packet) {
+	size := len(p.Data) // as it came: open decrypts p.Data in place
 	g.stats.Received++
-	g.stats.ReceivedBytes += uint64(len(p.Data))
+	g.stats.ReceivedBytes += uint64(size)
 	if p.Multicast && p.Source == g.tr.LocalAddr() {
 		// This node's own multicast, looped back to it for the other nodes
 		// on this host: the machine would ignore it, after a decode (and,
@@ -622,7 +652,7 @@ func (g *Group) receive(p Packet) {
 		g.log.Debug().Err(err).Str("from", p.Source).Msg("dropped a malformed datagram")
 		return
 	}
-	g.stats.ReceivedBy[wire.Classify(&pkt, p.Multicast)]++
+	g.receivedBy.add(wire.Classify(&pkt, p.Multicast), size)
 	for _, m := range pkt.Messages {
 		switch err := g.node.Step(p.Source, pkt.Header, m); {
 		case errors.Is(err, arbiter.ErrForeignGroup):
@@ -738,7 +768,7 @@ func (g *Group) send(rd arbiter.Ready) {
 				data = sealed
 			}
 			g.batch = append(g.batch, Datagram{To: to, Data: data})
-			g.stats.Sent[wire.Classify(p, to == "")]++
+			g.sentBy.add(wire.Classify(p, to == ""), len(data))
 			g.stats.SentBytes += uint64(len(data))
 		})
 		if err != nil {
@@ -1057,7 +1087,8 @@ func (g *Group) Status() (Status, error) {
 		srv, _ := g.node.Server()
 		p := g.node.Params()
 		st := g.stats
-		st.Sent, st.ReceivedBy = maps.Clone(g.stats.Sent), maps.Clone(g.stats.ReceivedBy)
+		st.Sent, st.SentBytesBy = g.sentBy.maps()
+		st.ReceivedBy, st.ReceivedBytesBy = g.receivedBy.maps()
 		st.Machine = g.node.Stats()
 		st.Drops = g.drops()
 		since, from := g.node.SinceHeard()

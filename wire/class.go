@@ -24,6 +24,38 @@ const (
 // Classes lists every class, core first.
 var Classes = []Class{ClassRequest, ClassDecision, ClassRelease, ClassSync, ClassPing, ClassAck, ClassTakeover, ClassRepair, ClassJoin, ClassUpdate}
 
+// NumClasses is len(Classes): the size of an array counted by Class.Index.
+const NumClasses = 10
+
+// Index returns c's position in Classes, or -1 if c is no class. Counters
+// updated on every datagram index arrays with it: a map keyed by the
+// class's string would hash it each time.
+func (c Class) Index() int {
+	switch c {
+	case ClassRequest:
+		return 0
+	case ClassDecision:
+		return 1
+	case ClassRelease:
+		return 2
+	case ClassSync:
+		return 3
+	case ClassPing:
+		return 4
+	case ClassAck:
+		return 5
+	case ClassTakeover:
+		return 6
+	case ClassRepair:
+		return 7
+	case ClassJoin:
+		return 8
+	case ClassUpdate:
+		return 9
+	}
+	return -1
+}
+
 // Core reports whether the class is part of the per-entry cost (request,
 // grant, release).
 func (c Class) Core() bool { return c == ClassRequest || c == ClassDecision || c == ClassRelease }

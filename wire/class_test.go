@@ -43,3 +43,19 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// Index is each class's position in Classes, and arrays of NumClasses
+// hold them all.
+func TestClassIndex(t *testing.T) {
+	if len(Classes) != NumClasses {
+		t.Fatalf("%d classes, NumClasses %d", len(Classes), NumClasses)
+	}
+	for i, c := range Classes {
+		if c.Index() != i {
+			t.Errorf("%s.Index() = %d, want %d", c, c.Index(), i)
+		}
+	}
+	if i := Class("nonesuch").Index(); i != -1 {
+		t.Errorf("an unknown class's Index is %d", i)
+	}
+}

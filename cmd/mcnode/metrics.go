@@ -20,6 +20,7 @@ import (
 	"github.com/mcnode/mcnode/group"
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/node"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
 	"github.com/mcnode/mcnode/wire"
 )
 
@@ -136,6 +137,9 @@ const (
 	helpReleases = "Releases of this node's locks."
 	helpDropped  = "Datagrams or messages dropped, by reason."
 	helpMembers  = "Members of the group as this node sees them (quorum mode: the fixed peers)."
+	helpQuorum   = "1 if this node reaches what it needs to take locks: a majority of the group (multicast), the nodes its requests ask with this incarnation admitted (quorum)."
+	helpSentB    = "Bytes sent: datagrams (multicast; a multicast counts once), frames with their length prefixes (quorum)."
+	helpRecvB    = "Bytes received: every datagram, dropped ones too (multicast), frames with their length prefixes (quorum)."
 )
 
 func (c collector) multicast(st group.Status) {
@@ -143,9 +147,11 @@ func (c collector) multicast(st group.Status) {
 	for _, class := range wire.Classes {
 		c.counter("mcnode_datagrams_sent_total", "Datagrams sent, by class (a multicast counts once).", st.Stats.Sent[class], "class", string(class))
 		c.counter("mcnode_datagrams_received_total", "Datagrams received that decoded, by class.", st.Stats.ReceivedBy[class], "class", string(class))
+		c.counter("mcnode_datagram_sent_bytes_total", "Bytes of the datagrams sent, by class, as they went out (sealed, with a key).", st.Stats.SentBytesBy[class], "class", string(class))
+		c.counter("mcnode_datagram_received_bytes_total", "Bytes of the datagrams received that decoded, by class, as they came.", st.Stats.ReceivedBytesBy[class], "class", string(class))
 	}
-	c.counter("mcnode_sent_bytes_total", "Bytes of the datagrams sent.", st.Stats.SentBytes)
-	c.counter("mcnode_received_bytes_total", "Bytes of every datagram received.", st.Stats.ReceivedBytes)
+	c.counter("mcnode_sent_bytes_total", helpSentB, st.Stats.SentBytes)
+	c.counter("mcnode_received_bytes_total", helpRecvB, st.Stats.ReceivedBytes)
 	for _, reason := range slices.Sorted(maps.Keys(st.Stats.Drops)) {
 		c.counter("mcnode_dropped_total", helpDropped, st.Stats.Drops[reason], "reason", reason)
 	}
@@ -160,7 +166,7 @@ func (c collector) multicast(st group.Status) {
 	c.gauge("mcnode_epoch", "The epoch of this node's log (each takeover begins one).", float64(st.Epoch))
 	c.gauge("mcnode_timestamp", "The group timestamp T this node has reached.", float64(st.T))
 	c.gauge("mcnode_server", "1 if this node is the server now.", b2f(st.IsServer))
-	c.gauge("mcnode_quorum_held", "1 if this node reaches a majority of the group (a minority grants nothing).", b2f(st.Quorum.Held))
+	c.gauge("mcnode_quorum_held", helpQuorum, b2f(st.Quorum.Held))
 	c.gauge("mcnode_lease_remaining_seconds", "How long this node's lease has left unless renewed.", st.LeaseLeft.Seconds())
 	held, waiting := 0, 0
 	for _, r := range st.Resources {
@@ -195,4 +201,52 @@ func (c collector) quorum(st node.Status) {
 	c.counter("mcnode_releases_total", helpReleases, st.Stats.Releases)
 	c.gauge("mcnode_members", helpMembers, float64(len(st.Peers)))
 	c.gauge("mcnode_locks_held_here", "Locks this node holds.", float64(len(st.Held)))
+	c.gauge("mcnode_quorum_held", helpQuorum, b2f(st.Reachable))
+	for i, l := range st.Links {
+		if i != st.Self {
+			peer := strconv.Itoa(i)
+			c.gauge("mcnode_link_up", "1 if the link to the peer (its index in --peers) is up and its hello accepted.", b2f(l.Up), "peer", peer)
+			c.gauge("mcnode_link_queued_frames", "Frames waiting to be written to the peer.", float64(l.Queued), "peer", peer)
+		}
+	}
+	if st.Net != nil {
+		c.links(*st.Net)
+	}
+}
+
+// links reports the TCP mesh's counters (quorum mode).
+func (c collector) links(s qnet.Stats) {
+	var sent, received uint64
+	for k := q.Request; k <= q.Update; k++ {
+		kind := k.String()
+		c.counter("mcnode_frames_sent_total", "Frames written to the links, by kind (update: application updates).", s.SentFrames[k], "kind", kind)
+		c.counter("mcnode_frames_received_total", "Frames received from the links, by kind.", s.RecvFrames[k], "kind", kind)
+		c.counter("mcnode_frame_sent_bytes_total", "Bytes of the frames written to the links, by kind, length prefixes included.", s.SentBytes[k], "kind", kind)
+		c.counter("mcnode_frame_received_bytes_total", "Bytes of the frames received from the links, by kind, length prefixes included.", s.RecvBytes[k], "kind", kind)
+	}
+	// Every kind counts towards the totals, one the mesh might carry
+	// beyond those listed too.
+	for _, n := range s.SentBytes {
+		sent += n
+	}
+	for _, n := range s.RecvBytes {
+		received += n
+	}
+	c.counter("mcnode_sent_bytes_total", helpSentB, sent)
+	c.counter("mcnode_received_bytes_total", helpRecvB, received)
+	// Reported even at zero, unlike multicast mode's drops: the set is
+	// small and fixed, and a series that exists from the start is one a
+	// rate() can alert on.
+	for _, d := range []struct {
+		reason string
+		n      uint64
+	}{
+		{"malformed", s.Malformed}, {"bad-sender", s.BadSender}, {"foreign-hello", s.ForeignHello},
+		{"restarted", s.Restarted}, {"unauthenticated", s.Unauthenticated},
+	} {
+		c.counter("mcnode_dropped_total", helpDropped, d.n, "reason", d.reason)
+	}
+	c.counter("mcnode_link_frames_lost_total", "Frames in writes that failed when a link broke (some may have arrived).", s.Lost)
+	c.counter("mcnode_link_reconnects_total", "Links that broke and were dialled again.", s.Reconnects)
+	c.counter("mcnode_hellos_refused_total", "This node's hellos its peers refused (another setup, or this node restarted).", s.RefusedByPeer)
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +17,8 @@ import (
 	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/internal/localgroup"
 	"github.com/mcnode/mcnode/internal/netns"
+	"github.com/mcnode/mcnode/quorumfallback/node"
+	"github.com/mcnode/mcnode/wire"
 )
 
 // scrape fetches /metrics and returns every sample by its name and labels
@@ -98,10 +103,27 @@ func TestMetricsMove(t *testing.T) {
 					t.Errorf("%s went from %v to %v over 30 more locks", name, before[name], after[name])
 				}
 			}
-			if after["mcnode_up"] != 1 || after["mcnode_members"] != 3 {
-				t.Errorf("up %v, members %v: want 1 and 3", after["mcnode_up"], after["mcnode_members"])
+			if after["mcnode_up"] != 1 || after["mcnode_members"] != 3 || after["mcnode_quorum_held"] != 1 {
+				t.Errorf("up %v, members %v, quorum held %v: want 1, 3 and 1", after["mcnode_up"], after["mcnode_members"], after["mcnode_quorum_held"])
+			}
+			// Bytes by class (multicast) or kind (quorum) move with the
+			// datagrams or frames they count, a header's worth or more
+			// each, and so do the totals.
+			count, bytes, recvBytes := `mcnode_datagrams_sent_total{class="request"}`, `mcnode_datagram_sent_bytes_total{class="request"}`, `mcnode_datagram_received_bytes_total{class="decision"}`
+			if mode == mcnode.Quorum {
+				count, bytes, recvBytes = `mcnode_frames_sent_total{kind="request"}`, `mcnode_frame_sent_bytes_total{kind="request"}`, `mcnode_frame_received_bytes_total{kind="grant"}`
+			}
+			header := map[mcnode.Mode]float64{mcnode.Multicast: wire.HeaderLen, mcnode.Quorum: 4}[mode]
+			if n, b := after[count]-before[count], after[bytes]-before[bytes]; n <= 0 || b < n*header {
+				t.Errorf("%s moved %v, %s %v", count, n, bytes, b)
+			}
+			for _, name := range []string{recvBytes, "mcnode_sent_bytes_total", "mcnode_received_bytes_total"} {
+				if after[name] <= before[name] {
+					t.Errorf("%s went from %v to %v", name, before[name], after[name])
+				}
 			}
 			if mode == mcnode.Quorum {
+				quorumLinks(t, ctx, url, lg, after)
 				return
 			}
 			// Two members wait for a lock node 0 holds: its queue shows.
@@ -130,6 +152,58 @@ func TestMetricsMove(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// quorumLinks checks quorum mode's link metrics: the mesh's drops are
+// there from the start and count a stranger's connection, every peer's
+// link is up until its node stops, and with it gone the quorum gauge says
+// whether node 0's requests ask it.
+func quorumLinks(t *testing.T, ctx context.Context, url string, lg *localgroup.Group, m map[string]float64) {
+	for _, name := range []string{`mcnode_dropped_total{reason="unauthenticated"}`, `mcnode_dropped_total{reason="bad-sender"}`,
+		`mcnode_dropped_total{reason="foreign-hello"}`, `mcnode_dropped_total{reason="restarted"}`, `mcnode_dropped_total{reason="rejected"}`,
+		`mcnode_link_queued_frames{peer="1"}`, "mcnode_link_frames_lost_total", "mcnode_link_reconnects_total", "mcnode_hellos_refused_total"} {
+		if _, ok := m[name]; !ok {
+			t.Errorf("no %s", name)
+		}
+	}
+	if _, ok := m[`mcnode_link_up{peer="0"}`]; ok {
+		t.Errorf("node 0 has a link to itself")
+	}
+	n0 := mcnode.Unwrap(lg.Nodes[0]).(*node.Node)
+	st, err := n0.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A connection that does not open with a hello is a malformed one.
+	c, err := net.Dial("tcp", st.Peers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+	c.Close()
+	want := map[string]float64{`mcnode_link_up{peer="1"}`: 1, `mcnode_link_up{peer="2"}`: 0, `mcnode_dropped_total{reason="malformed"}`: m[`mcnode_dropped_total{reason="malformed"}`] + 1,
+		"mcnode_quorum_held": b2f(!slices.Contains(st.Quorum, 2))}
+	if m[`mcnode_link_up{peer="2"}`] != 1 {
+		t.Errorf("the link to node 2 is down while it runs")
+	}
+	lg.Nodes[2].Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := scrape(t, url)
+		var wrong []string
+		for name, v := range want {
+			if got[name] != v {
+				wrong = append(wrong, fmt.Sprintf("%s %v, want %v", name, got[name], v))
+			}
+		}
+		if len(wrong) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 2 stopped, a stranger connected: %v", wrong)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -643,11 +643,43 @@ type Status struct {
 	// use here or at peers that ask it (idle ones are freed).
 	Machines int
 	Stats    Stats
+	// Reachable reports whether this node may take locks now: its links to
+	// every node its requests ask (protocols.Factory.Asks) are up, and its
+	// peers have admitted this incarnation (qnet.Mesh.AdmittedTo). False,
+	// an Acquire waits and a TryAcquire fails. A transport that cannot
+	// tell (qnet's in-memory network) counts as reachable.
+	Reachable bool
+	// Links is this node's link to each node, by index (Self's is the zero
+	// Link), and Net the TCP mesh's counters: nil over a transport that
+	// reports neither.
+	Links []Link
+	Net   *qnet.Stats
+}
+
+// Link is this node's link to one peer, as the transport reports it.
+type Link struct {
+	Up     bool // connected, and its hello accepted
+	Queued int  // frames waiting to be written to it
 }
 
 // Status reports the node's state.
 func (n *Node) Status() (Status, error) {
 	st := Status{Group: n.cfg.Group, Setup: n.cfg.Setup(), Self: n.cfg.Self, Peers: n.cfg.Peers, Quorum: n.factory.Quorum(n.cfg.Self)}
+	// The transport is read outside the loop: it has locks of its own.
+	st.Reachable = true
+	if c, ok := n.tr.(interface{ AdmittedTo([]int) bool }); ok {
+		st.Reachable = c.AdmittedTo(n.factory.Asks(n.cfg.Self))
+	}
+	if b, ok := n.tr.(interface{ Backlog(int) (bool, int) }); ok {
+		st.Links = make([]Link, len(n.cfg.Peers))
+		for i := range st.Links {
+			st.Links[i].Up, st.Links[i].Queued = b.Backlog(i)
+		}
+	}
+	if s, ok := n.tr.(interface{ Stats() qnet.Stats }); ok {
+		net := s.Stats()
+		st.Net = &net
+	}
 	err := n.call(context.Background(), func() {
 		st.Stats = n.stats
 		st.Machines = len(n.res)
