@@ -3,14 +3,15 @@ package group_test
 import (
 	"context"
 	"fmt"
-	"math/rand"
 	"net"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/internal/localgroup"
 	"github.com/mcnode/mcnode/internal/netns"
 )
 
@@ -18,93 +19,37 @@ import (
 // interface of a private network namespace) contend for three resources for
 // a few seconds: no two holders of a resource overlap, every Acquire is
 // served, and the datagrams per entry are what the simulation predicts.
+// The group is started and driven by package localgroup, as the demo and
+// the benchmark start theirs.
 func TestUDPMulticastFiveNodes(t *testing.T) {
 	if !netns.Isolate(t) {
 		return
 	}
-	const nodes, resources = 5, 3
-	run := 3 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var gs []*group.Group
-	for i := 0; i < nodes; i++ {
-		cfg := group.DefaultLocalConfig()
-		cfg.Name = "udp-test"
-		g, err := group.Join(ctx, cfg)
-		if err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		defer g.Close()
-		gs = append(gs, g)
+	lg, err := localgroup.Start(ctx, localgroup.Options{N: 5}) // multicast on lo, group.DefaultLocalConfig
+	if err != nil {
+		t.Fatal(err)
 	}
-	type interval struct{ from, to time.Time }
-	var mu sync.Mutex
-	held := make([][]interval, resources)
-	var entries, failures int
-	var wg sync.WaitGroup
-	stop := time.Now().Add(run)
-	for i, g := range gs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewSource(int64(i)))
-			for time.Now().Before(stop) {
-				r := rng.Intn(resources)
-				l, err := g.Acquire(ctx, fmt.Sprintf("r%d", r))
-				if err != nil {
-					mu.Lock()
-					failures++
-					mu.Unlock()
-					t.Errorf("node %d: Acquire: %v", i, err)
-					return
-				}
-				from := time.Now()
-				time.Sleep(time.Duration(rng.Intn(300)) * time.Microsecond)
-				to := time.Now()
-				if err := l.Release(); err != nil {
-					t.Errorf("node %d: Release: %v", i, err)
-				}
-				mu.Lock()
-				held[r] = append(held[r], interval{from, to})
-				entries++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	overlaps := 0
-	for r := range held {
-		for a := range held[r] {
-			for b := a + 1; b < len(held[r]); b++ {
-				x, y := held[r][a], held[r][b]
-				if x.from.Before(y.to) && y.from.Before(x.to) {
-					overlaps++
-				}
-			}
-		}
-	}
-	var core, other uint64
-	for _, g := range gs {
-		st, err := g.Status()
+	defer lg.Close()
+	before := lg.Traffic()
+	r := localgroup.Drive(lg.Nodes, localgroup.Workload{Locks: 3, Prefix: "r", Hold: 300 * time.Microsecond, Duration: 3 * time.Second}, nil)
+	traffic := lg.Traffic()
+	core, other := traffic.Core-before.Core, traffic.Membership-before.Membership
+	for _, n := range lg.Nodes {
+		st, err := mcnode.Unwrap(n).(*group.Group).Status()
 		if err != nil {
 			t.Fatal(err)
-		}
-		for c, n := range st.Stats.Sent {
-			if c.Core() {
-				core += n
-			} else {
-				other += n
-			}
 		}
 		if st.Stats.Malformed+st.Stats.Foreign+st.Stats.Forged > 0 {
 			t.Errorf("node %d dropped datagrams: %+v", st.Self, st.Stats)
 		}
 	}
-	perEntry := float64(core) / float64(entries)
+	perEntry := float64(core) / float64(r.Entries)
 	t.Logf("%d entries in %v over real multicast (%.0f/s), %d overlaps, %.3f datagrams per entry (request+grant+release), %.3f membership",
-		entries, run, float64(entries)/run.Seconds(), overlaps, perEntry, float64(other)/float64(entries))
-	if overlaps > 0 || failures > 0 || entries == 0 {
-		t.Fatalf("%d overlaps, %d failed Acquires, %d entries", overlaps, failures, entries)
+		r.Entries, r.Elapsed.Round(time.Millisecond), float64(r.Entries)/r.Elapsed.Seconds(), r.Overlaps, perEntry, float64(other)/float64(r.Entries))
+	if r.Overlaps > 0 || r.Err != nil || r.Entries == 0 {
+		t.Fatalf("%d overlaps, error %v, %d entries", r.Overlaps, r.Err, r.Entries)
 	}
 	if perEntry > 3 {
 		t.Errorf("%.3f datagrams per entry; the simulation at heavy load gives at most 3", perEntry)
