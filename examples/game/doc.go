@@ -41,7 +41,11 @@
 // the power-up back once it can take its lock. Each player is the only
 // author of its own state: the first node heard speaking for a name keeps
 // it until that player is gone, and a scoreboard is the players' own
-// latest reports.
+// latest reports. A player that joins a game under way takes the game's
+// round from the first player in it, spawn list or win it hears (until
+// then it reports itself joining, and a spawner listens before it
+// spawns); from then on it believes nothing from more than a few rounds
+// ahead of its own.
 //
 // At most once. A player consumes a power-up only if, at the end of the
 // pickup, its lease is neither lost nor within ConsumeMargin of running

@@ -68,6 +68,84 @@ func TestBotsPlayBothModes(t *testing.T) {
 	}
 }
 
+// TestLateJoiner: a player that joins a game already at round 12 or later
+// takes the game's round. It once stayed at round 1, seeing no player and
+// no power-up: everything it heard was too far ahead of its round to
+// believe. It sees the players and the power-ups, plays, and every record
+// agrees.
+func TestLateJoiner(t *testing.T) {
+	quick(t)
+	nodes := startNodes(t, mcnode.Multicast, 3)
+	const target = 10 // one pickup of points wins a round
+	var players []*Player
+	for i, n := range nodes[:2] {
+		players = append(players, must(New(n, Config{Name: fmt.Sprintf("bot%d", i+1), Bot: true, Seed: int64(i), Target: target})))
+	}
+	for _, p := range players {
+		p.Start()
+	}
+	for deadline := time.Now().Add(60 * time.Second); players[0].Snapshot().Round < 12; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			StopAll(players, 0)
+			t.Fatalf("the game is at round %d after 60 s, want 12", players[0].Snapshot().Round)
+		}
+	}
+	late := must(New(nodes[2], Config{Name: "late", Bot: true, Seed: 9, Target: target}))
+	late.Start()
+	players = append(players, late)
+	var s Snapshot
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if s = late.Snapshot(); s.Round >= 12 && len(s.Others) == 2 && len(s.PowerUps) > 0 {
+			break
+		}
+	}
+	game := players[0].Snapshot().Round
+	if s.Round < 12 || len(s.Others) != 2 || len(s.PowerUps) == 0 {
+		t.Errorf("the game is at round %d; the player that joined is at round %d and sees %d players and %d power-ups",
+			game, s.Round, len(s.Others), len(s.PowerUps))
+	}
+	time.Sleep(time.Second) // it plays along
+	checkRecords(t, StopAll(players, 5*time.Second), target)
+}
+
+// A newcomer takes the round of the first player in the game it hears, not
+// that of another newcomer (still joining, at round 1); once settled, it
+// believes nothing far ahead of its round again.
+func TestNewcomerSettles(t *testing.T) {
+	nodes := startNodes(t, mcnode.Multicast, 1)
+	p := must(New(nodes[0], Config{Name: "me", Watch: true}))
+	p.receive(5, raw(message{Type: "state", State: &State{Name: "new", Round: 1, Joining: true}}))
+	p.receive(6, rawState("old", 1, 1, 20))
+	p.receive(6, raw(message{Type: "spawn", Round: 40}))
+	if s := p.Snapshot(); s.Round != 20 || len(s.Others) != 2 {
+		t.Errorf("round %d, others %+v: want round 20, new and old", s.Round, s.Others)
+	}
+}
+
+// A newcomer granted the spawner lock as it joins (the last spawner left)
+// spawns for the round the players it hears are at, not for round 1, which
+// nobody would see.
+func TestNewSpawnerTakesTheGamesRound(t *testing.T) {
+	quick(t)
+	StateEvery = 400 * time.Millisecond // it listens for 2*StateEvery first
+	nodes := startNodes(t, mcnode.Multicast, 1)
+	p := must(New(nodes[0], Config{Name: "new", Seed: 1}))
+	p.Start()
+	defer p.Stop(0)
+	time.Sleep(100 * time.Millisecond)      // the spawner lock was free: p holds it
+	p.receive(5, rawState("old", 1, 1, 12)) // a player of the game, at round 12
+	var s Snapshot
+	for deadline := time.Now().Add(5 * time.Second); len(s.PowerUps) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		s = p.Snapshot()
+	}
+	if len(s.PowerUps) == 0 {
+		t.Fatal("nothing spawned")
+	}
+	if s.Round != 12 || s.PowerUps[0].Round != 12 {
+		t.Errorf("the new spawner is at round %d and spawned for round %d, want 12", s.Round, s.PowerUps[0].Round)
+	}
+}
+
 // TestCrashMidPickup: a bot's node stops dead while it picks a power-up
 // up (the most dangerous moment: it holds the lock). The power-up comes
 // back into play, nobody consumes it twice, and the game goes on.

@@ -130,6 +130,11 @@ type Player struct {
 	// clashed: another node spoke for this player's name (two players
 	// chose one name), and the player was told.
 	clashed bool
+	// settled: this node has heard which round the game is at (from a
+	// player in it, its spawner or a win), or is its spawner. Until then
+	// it is a newcomer, with no round of its own to judge others by: it
+	// takes the game's from the first who tells it, however far ahead.
+	settled bool
 	// republished counts this player's takes republished, one a report,
 	// so that a lost report of a take does no lasting harm.
 	republished int
@@ -159,7 +164,7 @@ func New(node mcnode.Locker, cfg Config) (*Player, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Player{cfg: cfg, node: node, ctx: ctx, cancel: cancel, w: newWorld(), rng: rand.New(rand.NewSource(cfg.Seed)),
 		known: map[string]PowerUp{}, roundAt: map[int]time.Time{}, pickedAt: map[string]time.Time{}, dropped: map[string]bool{}}
-	p.me = State{Name: cfg.Name, Round: 1, Health: MaxHealth, Bot: cfg.Bot}
+	p.me = State{Name: cfg.Name, Round: 1, Health: MaxHealth, Bot: cfg.Bot, Joining: true}
 	p.me.X, p.me.Y = p.rng.Intn(Width), p.rng.Intn(Height)
 	return p, nil
 }
@@ -243,7 +248,14 @@ func (p *Player) receive(from uint64, data []byte) {
 		p.clashed = true
 		events = append(events, Event{Kind: "clash", Player: p.me.Name, Heard: true})
 	}
-	if who != "" && !p.speaksFor(from, who, m.Type == "state") || m.round() > p.w.Round+maxAhead {
+	if who != "" && !p.speaksFor(from, who, m.Type == "state") {
+		return
+	}
+	// A node settled in the game's round refuses news from far ahead of
+	// it (a hostile peer's, say); a newcomer has nothing to measure by, and
+	// a game may be at round 12 when it joins.
+	far := m.round() > p.w.Round+maxAhead
+	if far && p.settled {
 		return
 	}
 	switch m.Type {
@@ -253,11 +265,20 @@ func (p *Player) receive(from uint64, data []byte) {
 			events = append(events, Event{Kind: "join", Player: m.State.Name, Heard: true})
 		}
 		s.State, s.at, s.gone = *m.State, time.Now(), false
-		p.catchUp(m.State.Round)
+		switch {
+		case !p.settled && !m.State.Joining:
+			p.settle(m.State.Round) // a player in the game: its round is the game's
+		case !far:
+			p.catchUp(m.State.Round)
+		}
 	case "spawn":
-		// A spawn list speaks for nobody: it may move this node on by one
-		// round (it missed the win), not more.
-		if m.Round == p.w.Round+1 {
+		// A spawn list speaks for nobody: it may move a settled node on by
+		// one round (it missed the win), not more. A newcomer takes its
+		// round.
+		switch {
+		case !p.settled && m.Round > 0:
+			p.settle(m.Round)
+		case m.Round == p.w.Round+1:
 			p.catchUp(m.Round)
 		}
 		for _, pu := range m.PowerUps {
@@ -288,6 +309,7 @@ func (p *Player) receive(from uint64, data []byte) {
 		}
 	case "win":
 		if m.Win.Score >= p.cfg.Target && p.applyWin(*m.Win) {
+			p.settle(p.w.Round)
 			events = append(events, Event{Kind: "won", Player: m.Win.Player, Round: m.Win.Round, Score: m.Win.Score, Heard: true})
 		}
 	case "bye":
@@ -367,6 +389,13 @@ func (p *Player) retract(t Take, by string) Event {
 	p.me.Lost++
 	p.publishState()
 	return Event{Kind: "lost", Player: p.me.Name, PowerUp: t.ID, Of: t.Kind, By: by + " (a later holder of its lock)"}
+}
+
+// settle makes this node a settled player of the game at round r or
+// later (see Player.settled); called with p.mu held.
+func (p *Player) settle(r int) {
+	p.settled, p.me.Joining = true, false
+	p.catchUp(r)
 }
 
 // catchUp moves to a later round that another player reports (its win

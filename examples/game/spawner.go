@@ -24,9 +24,36 @@ func (p *Player) spawner() {
 			}
 			continue
 		}
-		p.spawn(lease)
+		if p.listenFirst(lease) {
+			p.spawn(lease)
+		}
 		_ = lease.Release()
 	}
+}
+
+// listenFirst: a newcomer granted the spawner lock before it has heard
+// which round the game is at (the lock was free as it joined: the last
+// spawner left) listens first, until every player in the game has
+// reported its state twice, so as not to spawn for round 1 in a game at
+// round 12, where nobody would see it. Then the spawner's round is the
+// game's. It reports false if the game or the lease ended meanwhile.
+func (p *Player) listenFirst(lease mcnode.Lease) bool {
+	p.mu.Lock()
+	settled := p.settled
+	p.mu.Unlock()
+	if wait := time.Until(p.start.Add(2 * StateEvery)); !settled && wait > 0 {
+		select {
+		case <-p.ctx.Done():
+			return false
+		case <-lease.Lost():
+			return false
+		case <-time.After(wait):
+		}
+	}
+	p.mu.Lock()
+	p.settle(p.w.Round)
+	p.mu.Unlock()
+	return true
 }
 
 // spawn is the spawner's work while it holds the lock.

@@ -96,6 +96,10 @@ type State struct {
 	Core uint64 `json:"core"`
 	// Final marks the last report of a game that is over.
 	Final bool `json:"final,omitempty"`
+	// Joining marks a player that has not yet heard which round the game
+	// is at: its round is no evidence of the game's, so a newcomer that
+	// hears it does not settle on it.
+	Joining bool `json:"joining,omitempty"`
 }
 
 // Take records a power-up consumed.
@@ -168,7 +172,8 @@ const (
 	// MaxRecord bounds the takes and wins a node records (the oldest go).
 	MaxRecord = 10000
 	// maxAhead is how many rounds ahead of this node another may be and
-	// still be believed: a node may have missed a win or two, not a
+	// still be believed, once this node has settled in the game's round
+	// (Player.settled): a node may have missed a win or two, not a
 	// thousand.
 	maxAhead = 8
 )
