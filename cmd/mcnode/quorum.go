@@ -177,32 +177,32 @@ func (d daemonNode) status() (*statusView, error) {
 		}
 		return viewStatus(st), nil
 	case *node.Node:
-		return quorumStatus(rt)
+		return quorumStatus(d.Locker, rt)
 	}
 	return nil, fmt.Errorf("a node of neither mode: %T", d.Locker)
 }
 
-// quorumStatus is a quorum-mode node's status.
-func quorumStatus(n *node.Node) (*statusView, error) {
-	st, err := n.Status()
+// quorumStatus is a quorum-mode node's status: what mcnode.Status maps
+// for either mode (l is n, wrapped), and the messages sent by kind, which
+// only the node counts.
+func quorumStatus(l mcnode.Locker, n *node.Node) (*statusView, error) {
+	st, err := l.Status()
 	if err != nil {
 		return nil, err
 	}
-	v := &statusView{Group: st.Group, Mode: modeQuorum, Protocol: st.Setup.Protocol, Self: uint64(st.Self),
-		Addr: st.Peers[st.Self], Sent: map[string]int64{}, Received: sum(st.Stats.Received[:]), Dropped: st.Stats.Rejected}
-	if protocols.UsesCoterie(st.Setup.Protocol) {
-		v.Coterie = st.Setup.Coterie
+	ns, err := n.Status()
+	if err != nil {
+		return nil, err
 	}
-	for _, m := range st.Quorum {
-		v.Quorum = append(v.Quorum, uint64(m))
-	}
-	for i, p := range st.Peers {
-		v.Members = append(v.Members, memberView{ID: uint64(i), Addr: p})
+	v := &statusView{Group: st.Group, Mode: modeQuorum, Protocol: st.Protocol, Coterie: st.Coterie, Quorum: st.Quorum, Self: st.Self,
+		Addr: st.Addr, Sent: map[string]int64{}, Received: st.Received, Dropped: st.Dropped}
+	for _, m := range st.Members {
+		v.Members = append(v.Members, memberView{ID: m.ID, Addr: m.Addr})
 	}
 	for _, name := range st.Held {
-		v.Resources = append(v.Resources, resourceView{Name: name, Holder: uint64(st.Self)})
+		v.Resources = append(v.Resources, resourceView{Name: name, Holder: st.Self})
 	}
-	for k, n := range st.Stats.Sent {
+	for k, n := range ns.Stats.Sent {
 		if n > 0 {
 			v.Sent[q.Kind(k).String()] = int64(n)
 		}
@@ -216,14 +216,6 @@ func (d daemonNode) leave(ctx context.Context) error {
 		err = errors.Join(err, d.via.Leave(ctx))
 	}
 	return err
-}
-
-func sum(xs []uint64) uint64 {
-	var s uint64
-	for _, x := range xs {
-		s += x
-	}
-	return s
 }
 
 // prepareNode checks the flags of this host's node and returns what joins

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/internal/localgroup"
+	"github.com/mcnode/mcnode/quorumfallback/node"
 )
 
 // `mcnode status` shows every drop by reason, and their sum.
@@ -101,5 +106,55 @@ func TestE2EStatusWatchStoppedDaemon(t *testing.T) {
 	case <-time.After(time.Second):
 		cmd.Process.Kill()
 		t.Fatalf("status --watch ignored Ctrl-C for a second while the daemon was stopped: %s", out.String())
+	}
+}
+
+// A quorum-mode daemon's status is mcnode.Status's, and the messages sent
+// by kind: the held lock, the quorum, the peers, and everything received,
+// the updates included.
+func TestQuorumStatusView(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lg, err := localgroup.Start(ctx, localgroup.Options{Mode: mcnode.Quorum, N: 3, Protocol: "maekawa", Coterie: "grid", Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	updates, stop := lg.Nodes[0].Subscribe("news")
+	defer stop()
+	if err := lg.Nodes[1].Publish("news", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	<-updates
+	l, err := lg.Nodes[0].Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	v, err := daemonNode{Locker: lg.Nodes[0]}.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := mcnode.Unwrap(lg.Nodes[0]).(*node.Node).Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var quorum []uint64
+	for _, m := range st.Quorum {
+		quorum = append(quorum, uint64(m))
+	}
+	var messages uint64
+	for _, n := range st.Stats.Received {
+		messages += n
+	}
+	if v.Mode != modeQuorum || v.Protocol != "maekawa" || v.Coterie != "grid" || v.Self != 0 || v.Addr != st.Peers[0] ||
+		len(v.Members) != 3 || v.Members[2].Addr != st.Peers[2] || !slices.Equal(v.Quorum, quorum) {
+		t.Errorf("view %+v of %+v", v, st)
+	}
+	if len(v.Resources) != 1 || v.Resources[0].Name != "x" || v.Resources[0].Holder != 0 {
+		t.Errorf("resources %+v, want x held by node 0", v.Resources)
+	}
+	if v.Sent["request"] == 0 || v.Received != messages+1 {
+		t.Errorf("sent %v, received %d: want requests, and %d messages and 1 update", v.Sent, v.Received, messages)
 	}
 }
