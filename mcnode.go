@@ -4,13 +4,14 @@
 // protocol runs underneath.
 //
 //   - Multicast mode (package group) runs the rotating-arbiter algorithm of
-//     Pearlin's thesis (1991) over UDP IP multicast: a server role rotates
+//     Pearlin's thesis (2003) over UDP IP multicast: a server role rotates
 //     among the members, grants by multicasting its decisions, and the
 //     group survives the death of any member, the server's included.
 //   - Quorum mode (package quorumfallback/node) runs one of the classic
-//     point-to-point quorum protocols (Maekawa 1985, Cao and Singhal 2001,
-//     Kakugawa and others 2002, Ricart and Agrawala 1981) over a TCP mesh
-//     among a fixed list of peers, for comparison.
+//     point-to-point quorum protocols (Maekawa 1985, Cao and Singhal 1998,
+//     Ricart and Agrawala 1981, and Kakugawa, Fujita, Yamashita and Ae's
+//     protocol without timestamps) over a TCP mesh among a fixed list of
+//     peers, for comparison.
 //
 // Start opens a node of the mode Config.Mode names; Wrap adapts one
 // already running. Code written against Locker and Lease runs unchanged

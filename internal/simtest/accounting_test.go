@@ -47,7 +47,7 @@ func coreAndRest(p map[wire.Class]float64) (core, rest float64) {
 	return core, rest
 }
 
-// Seed 001 section 5: a request, the server's one multicast decision, and a
+// Pearlin (2003), section 5: a request, the server's one multicast decision, and a
 // release per entry, whatever N. At heavy load (every node always waiting)
 // the decision that records a release is the grant to the next holder, and
 // queued requests ride along with it, so the cost is at most three datagrams

@@ -4,9 +4,9 @@
 // all have replied. A node replies at once unless it is in the critical
 // section, or wants it with a request that precedes the one asking; then it
 // defers the reply until it leaves. 2(N-1) messages per entry; the next node
-// enters one message delay after an exit (synchronization delay T). The
-// papers in seeds 000, 002 and 003 describe it as the unanimous-consent
-// baseline.
+// enters one message delay after an exit (synchronization delay T).
+// Maekawa (1985) and Cao and Singhal (1998) measure their quorum protocols
+// against it, the unanimous-consent baseline.
 package ricartagrawala
 
 import (
