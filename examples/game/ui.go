@@ -14,6 +14,10 @@ import (
 // The screen is drawn for a terminal of at least MinWidth x MinHeight.
 const MinWidth, MinHeight = 80, 24
 
+// panelWidth is the side panel's width: what MinWidth leaves beside the
+// arena and the column between them.
+const panelWidth = MinWidth - (Width + 2) - 1
+
 // UI is the terminal screen of one player (or spectator), a Bubble Tea
 // model.
 type UI struct {
@@ -115,7 +119,8 @@ func (u *UI) Render() string {
 		return ""
 	}
 	if u.width < MinWidth || u.height < MinHeight {
-		return fmt.Sprintf("The game needs a terminal of %dx%d; this one is %dx%d.\nq quits.", MinWidth, MinHeight, u.width, u.height)
+		return fit(fmt.Sprintf("The game needs a %dx%d terminal;\nthis one is %dx%d.\nq quits.", MinWidth, MinHeight, u.width, u.height),
+			u.width, u.height)
 	}
 	s := u.p.Snapshot()
 	st, err := u.p.Status()
@@ -127,7 +132,10 @@ func (u *UI) Render() string {
 			mode += "/" + st.Coterie
 		}
 	}
-	fmt.Fprintf(&b, "%s  round %d, first to %d  %s\n", styleTitle.Render("mcnode game"), s.Round, s.Target, styleDim.Render(mode))
+	const title = "mcnode game"
+	head := fmt.Sprintf("  round %d, first to %d  ", s.Round, s.Target)
+	mode = truncate(mode, MinWidth-len(title)-len(head))
+	fmt.Fprintf(&b, "%s%s%s\n", styleTitle.Render(title), head, styleDim.Render(mode))
 	arena := u.arena(s)
 	panel := u.panel(s, st, err == nil)
 	b.WriteString(lipgloss.JoinHorizontal(lipgloss.Top, arena, " ", panel))
@@ -199,80 +207,100 @@ func initial(name string) string {
 	return string(r[len(r)-1])
 }
 
-// panel is the side panel: the players, the group, the legend.
+// panel is the side panel: the players, the group, the legend. It is at
+// most as tall as the arena and panelWidth wide, so that the screen fits
+// MinWidth x MinHeight: the players the rows left below the rest have no
+// room for are counted, not shown (you, first, always are).
 func (u *UI) panel(s Snapshot, st mcnode.Status, ok bool) string {
-	var b strings.Builder
 	players := s.Others
 	if !u.p.cfg.Watch {
 		players = append([]State{s.Me}, players...)
 	}
-	fmt.Fprintf(&b, "%-6s %4s %3s %3s %7s %9s\n", "player", "pts", "hp", "win", "won/lst", "p50/p99ms")
 	var sent, core uint64
 	var won int
-	for i, pl := range players {
-		if i >= 8 {
-			fmt.Fprintf(&b, "... %d more\n", len(players)-i)
-			break
-		}
-		name := truncate(pl.Name, 6)
-		line := fmt.Sprintf("%-6s %4d %3d %3d %3d/%-3d %4.1f/%-4.1f", name, pl.Score, pl.Health, pl.Wins, pl.Won, pl.Lost,
-			float64(pl.P50)/1000, float64(pl.P99)/1000)
-		switch {
-		case pl.Out:
-			line = styleOut.Render(line)
-		case pl.Name == s.Me.Name && !u.p.cfg.Watch:
-			line = styleMe.Render(line)
-		}
-		b.WriteString(line + "\n")
-	}
 	for _, pl := range players {
 		sent += pl.Sent
 		core += pl.Core
 		won += pl.Won
 	}
-	b.WriteString("\n")
+	// The lines below the players, plain (styled ones are short).
+	foot := []string{""}
+	add := func(format string, args ...any) {
+		foot = append(foot, truncate(fmt.Sprintf(format, args...), panelWidth))
+	}
 	if ok {
-		fmt.Fprintf(&b, "mode      %s\n", st.Mode)
+		add("mode      %s", st.Mode)
 		proto := st.Protocol
 		if st.Coterie != "" {
 			proto += "/" + st.Coterie
 		}
-		fmt.Fprintf(&b, "protocol  %s\n", proto)
+		add("protocol  %s", proto)
 		if st.Mode == mcnode.Multicast {
-			fmt.Fprintf(&b, "server    node %d\n", st.Server)
+			add("server    node %d", st.Server)
 		} else {
-			fmt.Fprintf(&b, "quorum    %v\n", st.Quorum)
+			add("quorum    %v", st.Quorum)
 		}
-		fmt.Fprintf(&b, "members   %d\n", len(st.Members))
+		add("members   %d", len(st.Members))
 	}
 	unit := "datagrams"
 	if ok && st.Mode == mcnode.Quorum {
 		unit = "messages"
 	}
 	if won > 0 {
-		fmt.Fprintf(&b, "%s per pickup: %.1f\n", unit, float64(core)/float64(won))
+		add("%s per pickup: %.1f", unit, float64(core)/float64(won))
 		if sent > core {
-			fmt.Fprintf(&b, "  + %.1f membership\n", float64(sent-core)/float64(won))
+			add("  + %.1f membership", float64(sent-core)/float64(won))
 		}
 	} else {
-		fmt.Fprintf(&b, "%s per pickup: -\n", unit)
+		add("%s per pickup: -", unit)
 	}
 	if len(s.Wins) > 0 {
 		w := s.Wins[len(s.Wins)-1]
-		fmt.Fprintf(&b, "last round: %s, %d\n", w.Player, w.Score)
+		add("last round: %s, %d", w.Player, w.Score)
 	}
 	if s.Me.Out && !u.p.cfg.Watch {
-		b.WriteString(styleMark.Render("you are out: respawning") + "\n")
+		foot = append(foot, styleMark.Render("you are out: respawning"))
 	} else if s.Me.Picking != "" {
-		b.WriteString(stylePoints.Render("picking up...") + "\n")
+		foot = append(foot, stylePoints.Render("picking up..."))
 	}
-	return b.String()
+
+	lines := []string{fmt.Sprintf("%-6s %4s %3s %3s %7s %9s", "player", "pts", "hp", "win", "won/lst", "p50/p99ms")}
+	shown := players
+	if room := Height + 2 - len(lines) - len(foot); len(players) > room {
+		shown = players[:room-1] // and a line that counts the rest
+	}
+	for _, pl := range shown {
+		line := truncate(fmt.Sprintf("%-6s %4d %3d %3d %3d/%-3d %4.1f/%-4.1f", truncate(pl.Name, 6), pl.Score, pl.Health, pl.Wins, pl.Won, pl.Lost,
+			float64(pl.P50)/1000, float64(pl.P99)/1000), panelWidth)
+		switch {
+		case pl.Out:
+			line = styleOut.Render(line)
+		case pl.Name == s.Me.Name && !u.p.cfg.Watch:
+			line = styleMe.Render(line)
+		}
+		lines = append(lines, line)
+	}
+	if n := len(players) - len(shown); n > 0 {
+		lines = append(lines, fmt.Sprintf("+%d more", n))
+	}
+	return strings.Join(append(lines, foot...), "\n")
 }
 
-// truncate cuts s to n columns.
+// fit cuts plain text to w columns and h lines.
+func fit(text string, w, h int) string {
+	lines := strings.Split(text, "\n")
+	lines = lines[:min(len(lines), max(h, 0))]
+	for i, line := range lines {
+		lines[i] = truncate(line, w)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// truncate cuts s to n columns (s is plain text of one column a rune: the
+// names are ASCII, ValidName).
 func truncate(s string, n int) string {
 	r := []rune(s)
-	if len(r) > n {
+	if n = max(n, 0); len(r) > n {
 		return string(r[:n])
 	}
 	return s
