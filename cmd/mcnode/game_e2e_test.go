@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,6 +98,72 @@ func TestE2EGameHeadless(t *testing.T) {
 			}
 			if t.Failed() {
 				t.Logf("stderr:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+// TestE2EGameHeadlessText: `mcnode game --headless` without --json, as a
+// person reads it: one line per event, the final scoreboard, and last
+// "winner: NAME SCORE" (the scoreboard's first, SCORE its points over the
+// game) or "no winner"; exit status 0. In quorum mode, over TCP on
+// 127.0.0.1: no namespace needed.
+func TestE2EGameHeadlessText(t *testing.T) {
+	var (
+		event  = regexp.MustCompile(`^ *\d+\.\d{3}s \S`)
+		header = regexp.MustCompile(`^ +player +wins +total +round +won +lost$`)
+		row    = regexp.MustCompile(`^ +(bot\d+) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+)$`)
+		winner = regexp.MustCompile(`^winner: (bot\d+) (\d+)$`)
+	)
+	for _, tc := range []struct {
+		target, duration string
+		win              bool
+	}{
+		{"10", "10s", true},     // a pickup of points wins a round
+		{"100000", "3s", false}, // out of reach
+	} {
+		t.Run("target "+tc.target, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "game", "--headless", "--bots", "3", "--duration", tc.duration, "--seed", "1", "--target", tc.target,
+				"--mode", "quorum", "--algo", "maekawa", "--coterie", "grid")
+			cmd.Env = append(os.Environ(), "MCNODE_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("mcnode game: %v\n%s\n%s", err, stderr.String(), out)
+			}
+			lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+			end := slices.Index(lines, "final scoreboard (a round is won at "+tc.target+" points):")
+			if end < 1 || len(lines) != end+6 || !header.MatchString(lines[end+1]) {
+				t.Fatalf("want events, then the scoreboard's title, header and 3 rows, then the winner:\n%s", out)
+			}
+			for _, line := range lines[:end] {
+				if !event.MatchString(line) {
+					t.Errorf("not an event: %q", line)
+				}
+			}
+			var rows [][]string
+			for _, line := range lines[end+2 : end+5] {
+				m := row.FindStringSubmatch(line)
+				if m == nil {
+					t.Fatalf("not a scoreboard row: %q", line)
+				}
+				rows = append(rows, m)
+			}
+			last := lines[end+5]
+			switch m := winner.FindStringSubmatch(last); {
+			case !tc.win && last != "no winner":
+				t.Errorf("last line %q, want %q", last, "no winner")
+			case !tc.win:
+			case m == nil:
+				t.Errorf("last line %q, want winner: NAME SCORE", last)
+			case m[1] != rows[0][1] || m[2] != rows[0][3] || rows[0][2] == "0":
+				t.Errorf("%q, and the scoreboard's first row is %q", last, rows[0][0])
+			case !strings.Contains(string(out), m[1]+" wins round "):
+				t.Errorf("%s won, and no win was printed", m[1])
+			}
+			if t.Failed() {
+				t.Logf("stdout:\n%s\nstderr:\n%s", out, stderr.String())
 			}
 		})
 	}
