@@ -35,8 +35,9 @@ func gameCommand() *cli.Command {
 			"process, over real UDP multicast on lo in a private network namespace (as mcnode\n" +
 			"demo), or over TCP on 127.0.0.1 with --mode quorum.\n\n" +
 			"On a LAN: run mcnode game --interface eth0 on each machine (in quorum mode:\n" +
-			"--mode quorum --peers ... --node-id N); each is one player's node, and the game\n" +
-			"is the group's. --bot plays a bot there instead of you, --watch only watches.\n\n" +
+			"--mode quorum --peers ... --node-id N, or --quorum-size N on each of N machines\n" +
+			"to take the peers from the multicast group); each is one player's node, and the\n" +
+			"game is the group's. --bot plays a bot there instead of you, --watch only watches.\n\n" +
 			"Move with the arrow keys or WASD. Stepping onto a power-up asks for its lock:\n" +
 			"+ health, $ points, * prize. First to --target points wins the round.\n\n" +
 			"--headless plays bots only, prints one line per event (JSON lines with --json),\n" +
@@ -80,6 +81,10 @@ func gameAction(c *cli.Context) error {
 	p.lan = c.String("interface") != "" || c.String("peers") != "" || c.IsSet("quorum-size")
 	p.human = !p.watch && !p.headless && !c.Bool("bot")
 	switch {
+	case c.Args().Present():
+		// Flags after an argument are not parsed: "mcnode game x --headless"
+		// would otherwise complain of no terminal.
+		return usage("game takes no arguments, got %q (flags go before any argument)", c.Args().First())
 	case p.bots < 0 || p.bots > 32:
 		return usage("--bots %d: want 0 to 32", p.bots)
 	case p.lan && c.IsSet("bots"):
@@ -109,9 +114,6 @@ func gameAction(c *cli.Context) error {
 	}
 	if p.headless && p.duration == 0 {
 		p.duration = time.Minute
-	}
-	if m == modeQuorum && p.lan && c.String("peers") == "" {
-		return usage("quorum mode on a LAN needs --peers and --node-id")
 	}
 	if !p.lan && m == modeMulticast {
 		if !netns.Inside() {
@@ -146,8 +148,6 @@ func gameAction(c *cli.Context) error {
 
 // start starts the game's nodes: one on a LAN, the local group otherwise.
 func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, func(), error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	leave := func(nodes []mcnode.Locker) func() {
 		return func() {
 			lctx, lcancel := context.WithTimeout(context.Background(), leaveTimeout)
@@ -159,9 +159,16 @@ func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, f
 	}
 	if p.lan {
 		cfg := mcnode.Config{Mode: mcnode.Mode(p.mode)}
+		var discover *group.Config // quorum mode with --quorum-size: where the peers are found
 		var err error
 		if p.mode == modeQuorum {
 			cfg.Quorum, err = quorumConfig(c, log)
+			if err == nil && c.String("peers") == "" {
+				var g group.Config
+				g, err = groupConfig(c, log)
+				g.TimestampFile = "" // as below
+				discover = &g
+			}
 		} else {
 			cfg.Multicast, err = groupConfig(c, log)
 			cfg.Multicast.TimestampFile = "" // a game needs no fencing across restarts
@@ -169,12 +176,33 @@ func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, f
 		if err != nil {
 			return nil, nil, err
 		}
+		var via *group.Group
+		if discover != nil {
+			// As long as it takes the others to start (Ctrl-C ends it), as
+			// mcnode run does.
+			fmt.Fprintf(os.Stderr, "mcnode game: waiting for the group %s to have %d members (--quorum-size)\n", discover.Name, len(cfg.Quorum.Peers))
+			if via, err = peersFromGroup(context.Background(), *discover, &cfg.Quorum, log); err != nil {
+				return nil, nil, &exitError{code: 1, err: err}
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		n, err := mcnode.Start(ctx, cfg)
 		if err != nil {
+			if via != nil {
+				_ = via.Leave(ctx)
+			}
 			return nil, nil, &exitError{code: 1, err: err}
 		}
-		return []mcnode.Locker{n}, leave([]mcnode.Locker{n}), nil
+		closeNodes := leave([]mcnode.Locker{n})
+		if via != nil {
+			// The group the peers came from is left after the node.
+			closeNodes = leave([]mcnode.Locker{n, mcnode.Wrap(via)})
+		}
+		return []mcnode.Locker{n}, closeNodes, nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	opt := localgroup.Options{Mode: mcnode.Mode(p.mode), N: p.bots, Name: c.String("group"), Protocol: c.String("algo"),
 		Coterie: c.String("coterie"), Logger: log}
 	if p.human || p.watch {

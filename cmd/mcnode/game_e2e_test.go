@@ -183,15 +183,16 @@ func (p *player) lines() []string {
 	return append([]string(nil), p.out...)
 }
 
-// startBots starts one `mcnode game --headless --bot --json` on each of
-// the cluster's hosts, botI on host I, each playing for d, and follows
-// their output.
-func startBots(t *testing.T, c *cluster, d time.Duration, target int) []*player {
+// startBots starts one `mcnode game --headless --bot --json` (and more
+// flags) on each of the cluster's hosts, botI on host I, each playing for
+// d, and follows their output.
+func startBots(t *testing.T, c *cluster, d time.Duration, target int, more ...string) []*player {
 	t.Helper()
 	var ps []*player
 	for i := range c.lan.Hosts {
-		cmd := c.mcnode(i, "game", "--headless", "--bot", "--json", "--duration", d.String(), "--seed", fmt.Sprint(i+1),
-			"--name", fmt.Sprintf("bot%d", i), "--target", fmt.Sprint(target), "--state-dir", "none")
+		args := append([]string{"game", "--headless", "--bot", "--json", "--duration", d.String(), "--seed", fmt.Sprint(i + 1),
+			"--name", fmt.Sprintf("bot%d", i), "--target", fmt.Sprint(target), "--state-dir", "none"}, more...)
+		cmd := c.mcnode(i, args...)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -340,6 +341,26 @@ func TestE2EGameKillBot(t *testing.T) {
 				t.Errorf("%s's final scoreboard lists the killed bot3", r.Player)
 			}
 		}
+	}
+}
+
+// TestE2EGameQuorumSize: three hosts each run `mcnode game --mode quorum
+// --quorum-size 3` (listed for the game, and once always refused): the
+// peers are the multicast group's members, the three play one game over
+// TCP, and every record agrees.
+func TestE2EGameQuorumSize(t *testing.T) {
+	c := newCluster(t, 3, 0)
+	ps := startBots(t, c, 8*time.Second, 1000, "--mode", "quorum", "--quorum-size", "3", "--coterie", "grid")
+	var results []game.Result
+	for i, p := range ps {
+		_, end := p.end(t, fmt.Sprintf("bot%d", i))
+		results = append(results, end.Nodes...)
+	}
+	if len(results) != 3 {
+		t.Fatalf("%d records, want one per host", len(results))
+	}
+	for _, err := range game.Audit(results, 1000) {
+		t.Error(err)
 	}
 }
 
