@@ -48,4 +48,41 @@
 // counter may start above zero (Protocol.RaiseTokens): the runtime starts it
 // at the wall clock in microseconds, so that tokens keep increasing when
 // the nodes restart and the counters with them.
+//
+// # Failures
+//
+// The papers assume nodes that never fail. Maekawa's protocol (and, in
+// steps to come, Cao and Singhal's: see their section 6) goes on when nodes
+// fail if its coterie has substitute quorums: the tree (Agrawal and El
+// Abbadi, coterie.TreeQuorum) and the majority (coterie.Substitute). A
+// machine that can (FaultTolerant) learns of a failure through Down(i): it
+// drops i's request and the permission i held, and a node waiting for a
+// quorum that holds i gives back what it got (a RELEASE, which also
+// withdraws a request still queued) and asks a substitute quorum. A finite
+// projective plane or a grid has no substitute: such a node waits until i
+// is Up again. Ricart and Agrawala's protocol and the central coordinator
+// have no quorums to substitute, and Kakugawa's k-out-of-M protocol is not
+// adapted yet: a failed node stalls every request that needs it.
+//
+// A suspected node may be alive (a link cut), so Down must not free what
+// it still uses. The runtime keeps these rules, which the seeded
+// simulation checks (sim.Faults, with crashes and cut links, holders and
+// arbiters alike):
+//
+//   - A node that has not heard from i for a detection timeout refuses that
+//     incarnation of i from then on and tells every node (failure(i)),
+//     which refuse it too. A refused node learns it, and comes back as a
+//     new incarnation.
+//   - A node calls Down(i) a lease plus a margin after it last heard from
+//     i, and only then accepts i's next incarnation (Up).
+//   - A holder loses its critical section a lease minus the margin after it
+//     last heard from a member of its quorum (Quorum), before any of them
+//     may act on Down.
+//   - A new incarnation acts on nothing for a lease plus the margin, so that
+//     every permission its predecessor gave has run out.
+//   - A grant's fencing token is at least the time (RaiseTokens before
+//     every step: a hybrid clock). A holder that died took the highest
+//     token of its grants with it; every grant made after its lease ran
+//     out is above that token, as long as the hosts' clocks differ by
+//     less than the lease.
 package quorumfallback

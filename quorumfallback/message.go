@@ -165,6 +165,23 @@ type Protocol interface {
 	RaiseClock(floor uint64)
 }
 
+// FaultTolerant is a Protocol that goes on when nodes fail, given a
+// coterie with substitute quorums (see the package doc, "Failures").
+type FaultTolerant interface {
+	Protocol
+	// Down says node i has failed: its lease has run out and its
+	// messages are refused. The machine stops asking it, drops what it
+	// held or asked for, and moves a waiting request to a substitute
+	// quorum.
+	Down(i ID)
+	// Up says node i is back as a new incarnation holding nothing.
+	Up(i ID)
+	// Quorum is the set of nodes whose permission the current request
+	// needs (the last request's, when idle): a holder's lease depends on
+	// each of them.
+	Quorum() []ID
+}
+
 // State is what a node is doing with a resource.
 type State uint8
 

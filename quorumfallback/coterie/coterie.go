@@ -2,6 +2,7 @@ package coterie
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -145,4 +146,34 @@ func (c Coterie) Load() []int {
 		}
 	}
 	return load
+}
+
+// Substitute returns how node self finds a quorum of live nodes when a
+// member of its own set is down, for the coteries that have one: the tree
+// (TreeQuorum, Agrawal and El Abbadi) and the majority (the first n/2+1
+// live nodes from self on, any two of which meet). It returns nil for the
+// others: a finite projective plane, a grid or "all" has no set to put in
+// place of a failed member's, so a node whose set holds one waits.
+func (c Coterie) Substitute(self int) func(alive func(int) bool) ([]int, bool) {
+	n := c.N
+	switch c.Kind {
+	case "tree":
+		return func(alive func(int) bool) ([]int, bool) { return TreeQuorum(n, self, alive) }
+	case "majority":
+		return func(alive func(int) bool) ([]int, bool) {
+			k := n/2 + 1
+			out := make([]int, 0, k)
+			for d := 0; d < n && len(out) < k; d++ {
+				if j := (self + d) % n; alive(j) {
+					out = append(out, j)
+				}
+			}
+			if len(out) < k {
+				return nil, false
+			}
+			sort.Ints(out)
+			return out, true
+		}
+	}
+	return nil
 }

@@ -29,6 +29,17 @@
 // succeed"); and an INQUIRE from a member whose LOCKED the node does not
 // hold (it crossed a RELEASE or a RELINQUISH) is ignored, as step 3 says of
 // one that arrives after the RELEASE.
+//
+// # Failures
+//
+// The paper's nodes never fail. Down and Up let the machine go on when
+// they do (the quorumfallback package doc, "Failures"): with a Substitute
+// (a tree or majority coterie) a waiting node whose quorum loses a member
+// releases what it got and asks a substitute quorum, with a new sequence
+// number; an arbiter drops a failed node's REQUEST and lock. A RELEASE from
+// a node whose REQUEST is still queued withdraws it. Every answer (LOCKED,
+// FAILED, INQUIRE) names the request it is about, so that one about a
+// request given up does not count for the next.
 package maekawa
 
 import (
@@ -48,6 +59,11 @@ type Config struct {
 	// Literal runs step 2 exactly as printed, without the FAILED to an
 	// overtaken REQUEST (see the package doc). It can deadlock.
 	Literal bool
+	// Substitute, if set, builds a quorum of nodes for which alive is true
+	// (a fault-tolerant coterie's substitute, e.g. coterie.TreeQuorum),
+	// reporting false if none exists. Without it the node asks Quorum, and
+	// only while none of its members is down.
+	Substitute func(alive func(q.ID) bool) ([]q.ID, bool)
 }
 
 // Node is one node's machine for one resource.
@@ -55,6 +71,11 @@ type Node struct {
 	cfg Config
 	out q.Outbox
 	seq uint64 // highest sequence number sent, received or observed
+
+	// Failures (see Down).
+	down   []bool
+	quorum []q.ID // the members asked for the current request: S_i or its substitute
+	parked bool   // waiting, but no quorum of live members exists: nothing asked
 
 	// As a requester.
 	state    q.State
@@ -88,6 +109,8 @@ func New(cfg Config) (*Node, error) {
 		failed:     make([]bool, cfg.N),
 		deferred:   make([]bool, cfg.N),
 		toldFailed: make([]bool, cfg.N),
+		down:       make([]bool, cfg.N),
+		quorum:     cfg.Quorum,
 		lock:       q.NoStamp,
 	}, nil
 }
@@ -118,24 +141,113 @@ func (n *Node) RaiseClock(floor uint64) { n.seq = max(n.seq, floor) }
 // Ready takes the messages to send and whether the node entered.
 func (n *Node) Ready() q.Ready { return n.out.Ready() }
 
-// Request is step 1: REQUEST to every member of S_i with a sequence number
-// greater than any sent, received or observed.
+// Request is step 1: REQUEST to every member of S_i (or of its substitute,
+// if a member is down) with a sequence number greater than any sent,
+// received or observed.
 func (n *Node) Request() error {
 	if n.state != q.Idle {
 		return q.ErrBusy
 	}
+	n.state = q.Waiting
+	n.ask()
+	n.out.Deliver(n.step)
+	return nil
+}
+
+// ask sends a new REQUEST to a quorum of live members, or parks the
+// request if there is none.
+func (n *Node) ask() {
+	// A new sequence number even when parked, so that no answer to the
+	// request given up counts for this one.
 	n.seq++
 	n.mine = q.Stamp{Seq: n.seq, Node: n.cfg.Self}
-	n.state = q.Waiting
 	n.nLocked, n.nFailed, n.token = 0, 0, 0
 	clear(n.locked)
 	clear(n.failed)
 	clear(n.deferred)
-	for _, j := range n.cfg.Quorum {
+	quorum, ok := n.liveQuorum()
+	n.parked = !ok
+	if !ok {
+		return
+	}
+	n.quorum = quorum
+	for _, j := range n.quorum {
 		n.out.Send(q.Message{Kind: q.Request, To: j, Arbiter: j, Seq: n.seq, Site: q.None})
 	}
+}
+
+// liveQuorum is S_i if all its members are up, else a substitute.
+func (n *Node) liveQuorum() ([]q.ID, bool) {
+	if !slices.ContainsFunc(n.cfg.Quorum, func(j q.ID) bool { return n.down[j] }) {
+		return n.cfg.Quorum, true
+	}
+	if n.cfg.Substitute == nil {
+		return nil, false
+	}
+	quorum, ok := n.cfg.Substitute(func(j q.ID) bool { return !n.down[j] })
+	if !ok {
+		return nil, false
+	}
+	return slices.Sorted(slices.Values(quorum)), true
+}
+
+// Quorum is the set of members whose permission the current request needs
+// (the last one's, when idle).
+func (n *Node) Quorum() []q.ID { return slices.Clone(n.quorum) }
+
+// Down tells the machine that node i has failed (Cao and Singhal section
+// 6): it is asked for nothing more, and whatever it held or asked for here
+// is over. The runtime calls it only once i can no longer act on what it
+// held: i's lease has run out and i's messages are refused from then on
+// (see the quorumfallback package doc, "Failures").
+//
+// As an arbiter the node drops i's queued REQUEST and, if locked for i,
+// locks for the next one. As a requester waiting for a quorum that holds i,
+// it gives back what it has (RELEASE to every member asked, which also
+// withdraws a REQUEST still queued there) and asks a substitute quorum
+// anew, or waits for one to exist. A node in its critical section keeps
+// it: its runtime ends it if a lease it depends on runs out.
+func (n *Node) Down(i q.ID) {
+	if i < 0 || i >= n.cfg.N || i == n.cfg.Self || n.down[i] {
+		return
+	}
+	n.down[i] = true
+	n.failed[i], n.deferred[i] = false, false
+	if _, ok := n.waiting.Remove(i); ok {
+		n.toldFailed[i] = false
+	}
+	if n.lock.Node == i {
+		n.toldFailed[i] = false
+		n.relockNext()
+	}
+	if n.state == q.Waiting && !n.parked && slices.Contains(n.quorum, i) {
+		n.giveBack()
+		n.ask()
+	}
 	n.out.Deliver(n.step)
-	return nil
+}
+
+// Up tells the machine that node i is back, a new incarnation that holds
+// nothing of the old one's. A parked request asks again.
+func (n *Node) Up(i q.ID) {
+	if i < 0 || i >= n.cfg.N || !n.down[i] {
+		return
+	}
+	n.down[i] = false
+	if n.state == q.Waiting && n.parked {
+		n.ask()
+	}
+	n.out.Deliver(n.step)
+}
+
+// giveBack ends the current request at every live member asked: a RELEASE
+// gives back a LOCKED and withdraws a REQUEST still queued (see onRelease).
+func (n *Node) giveBack() {
+	for _, j := range n.quorum {
+		if !n.down[j] {
+			n.out.Send(q.Message{Kind: q.Release, To: j, Arbiter: j, Seq: n.mine.Seq, Site: q.None, Token: n.token})
+		}
+	}
 }
 
 // Release is step 6: RELEASE to every member of S_i.
@@ -144,9 +256,7 @@ func (n *Node) Release() error {
 		return q.ErrNotHeld
 	}
 	n.state = q.Idle
-	for _, j := range n.cfg.Quorum {
-		n.out.Send(q.Message{Kind: q.Release, To: j, Arbiter: j, Seq: n.mine.Seq, Site: q.None, Token: n.token})
-	}
+	n.giveBack()
 	n.out.Deliver(n.step)
 	return nil
 }
@@ -159,6 +269,9 @@ func (n *Node) Step(m q.Message) error {
 	if m.Kind == q.Transfer || m.Kind == q.Grant && m.Arbiter != m.From || m.WithTransfer {
 		return fmt.Errorf("%w: %v is not a Maekawa message", q.ErrBadMessage, m)
 	}
+	if n.down[m.From] {
+		return nil // from a failed incarnation: what it held is gone
+	}
 	n.step(m)
 	n.out.Deliver(n.step)
 	return nil
@@ -169,15 +282,21 @@ func (n *Node) step(m q.Message) {
 	case q.Request:
 		n.onRequest(q.Stamp{Seq: m.Seq, Node: m.From})
 	case q.Grant:
-		n.onLocked(m.From, m.Token)
+		if m.Seq == n.mine.Seq {
+			n.onLocked(m.From, m.Token)
+		}
 	case q.Failed:
-		n.onFailed(m.From)
+		if m.Seq == n.mine.Seq {
+			n.onFailed(m.From)
+		}
 	case q.Inquire:
-		n.onInquire(m.From)
+		if m.Seq == n.mine.Seq {
+			n.onInquire(m.From)
+		}
 	case q.Yield:
 		n.onRelinquish(m.From)
 	case q.Release:
-		n.onRelease(m.From, m.Token)
+		n.onRelease(q.Stamp{Seq: m.Seq, Node: m.From}, m.Token)
 	}
 }
 
@@ -193,14 +312,14 @@ func (n *Node) onRequest(r q.Stamp) {
 	}
 	n.waiting.Push(r)
 	if n.lock.Precedes(r) || n.waiting.Head() != r {
-		n.sendFailed(r.Node)
+		n.sendFailed(r)
 		return
 	}
 	// r precedes everything here.
 	if !n.cfg.Literal {
 		for _, w := range n.waiting[1:] {
 			if !n.toldFailed[w.Node] {
-				n.sendFailed(w.Node) // overtaken: it will not succeed here now
+				n.sendFailed(w) // overtaken: it will not succeed here now
 			}
 		}
 	}
@@ -210,9 +329,12 @@ func (n *Node) onRequest(r q.Stamp) {
 	}
 }
 
-func (n *Node) sendFailed(to q.ID) {
-	n.toldFailed[to] = true
-	n.out.Send(q.Message{Kind: q.Failed, To: to, Arbiter: n.cfg.Self, Site: q.None})
+// sendFailed tells r's node that r will not succeed here now. Like every
+// answer it names the request, so that one about a request the node has
+// since given up (see Down) is not taken for its next one.
+func (n *Node) sendFailed(r q.Stamp) {
+	n.toldFailed[r.Node] = true
+	n.out.Send(q.Message{Kind: q.Failed, To: r.Node, Arbiter: n.cfg.Self, Seq: r.Seq, Site: q.None})
 }
 
 // lockFor locks the member for r and answers LOCKED.
@@ -244,7 +366,7 @@ func (n *Node) onLocked(from q.ID, token uint64) {
 		n.nFailed--
 	}
 	n.token = max(n.token, token)
-	if n.nLocked == len(n.cfg.Quorum) {
+	if n.nLocked == len(n.quorum) {
 		n.state = q.Held
 		clear(n.deferred) // answered by the RELEASE (step 3)
 		n.out.Enter(n.token)
@@ -300,10 +422,16 @@ func (n *Node) onRelinquish(from q.ID) {
 	n.relockNext()
 }
 
-// onRelease is step 7.
-func (n *Node) onRelease(from q.ID, token uint64) {
+// onRelease is step 7. A RELEASE from a node whose REQUEST is still queued
+// withdraws it: the node gave its request up (it asks another quorum, see
+// Down).
+func (n *Node) onRelease(r q.Stamp, token uint64) {
 	n.counter = max(n.counter, token)
-	if n.lock.Node != from {
+	if n.lock.Node != r.Node {
+		if s, ok := n.waiting.Find(r.Node); ok && s == r {
+			n.waiting.Remove(r.Node)
+			n.toldFailed[r.Node] = false
+		}
 		return
 	}
 	n.relockNext()

@@ -133,7 +133,7 @@ func (f *Factory) New(self q.ID) (q.Protocol, error) {
 	n := f.Setup.N
 	switch f.Setup.Protocol {
 	case Maekawa:
-		return maekawa.New(maekawa.Config{Self: self, N: n, Quorum: f.Quorum(self)})
+		return maekawa.New(maekawa.Config{Self: self, N: n, Quorum: f.Quorum(self), Substitute: f.Coterie.Substitute(self)})
 	case CaoSinghal:
 		return caosinghal.New(caosinghal.Config{Self: self, N: n, Quorum: f.Quorum(self)})
 	case Kakugawa:

@@ -59,6 +59,9 @@ type Options struct {
 	// makes one anew when the resource is next used.
 	Renew     func(i q.ID) (q.Protocol, error)
 	RenewRate float64
+	// Faults, if set, crashes nodes and cuts links as the run goes, with
+	// the runtime's failure handling (see Faults).
+	Faults *Faults
 }
 
 // Result is what a run measured. Err is the first property it broke.
@@ -78,6 +81,12 @@ type Result struct {
 	Renewed   int // machines replaced by new ones (Options.Renew)
 	End       int64
 	Err       error
+	// With Options.Faults: what was injected and what it cost.
+	Crashes, Cuts, Restarts int
+	Lost                    int   // critical sections ended by a lease running out
+	Dropped                 int   // messages lost on a cut link or to a dead node
+	MaxFaultWait            int64 // longest wait for an entry through a failure
+	MaxQuietWait            int64 // longest wait for an entry with no failure during it
 }
 
 // PerEntry is messages per critical-section entry.
@@ -114,6 +123,12 @@ type event struct {
 	kind evKind
 	node q.ID
 	msg  q.Message
+	// With faults: the peer an event is about, the incarnation of node
+	// (or peer) it was scheduled for, and the link's generation when a
+	// message was sent or a link went down.
+	peer q.ID
+	inc  uint64
+	gen  uint64
 }
 
 type events []event
@@ -150,6 +165,7 @@ type run struct {
 	done      []int // entries per node
 	pending   int   // nodes waiting or holding
 	res       Result
+	f         *faultState // with Options.Faults
 }
 
 // Run runs a simulation to the end: every node has made its entries and
@@ -172,11 +188,17 @@ func Run(opt Options) Result {
 	for i := range r.waitingAt {
 		r.waitingAt[i] = -1
 	}
+	if opt.Faults != nil {
+		if err := r.startFaults(); err != nil {
+			r.res.Err = err
+			return r.res
+		}
+	}
 	if opt.Serial {
 		r.scheduleSerial()
 	} else {
 		for i := range opt.Nodes {
-			r.at(r.between(opt.MinThink, opt.MaxThink), event{kind: evRequest, node: i})
+			r.at(r.between(opt.MinThink, opt.MaxThink), event{kind: evRequest, node: i, inc: r.inc(i)})
 		}
 	}
 	for r.queue.Len() > 0 && r.res.Err == nil {
@@ -184,28 +206,32 @@ func Run(opt Options) Result {
 		r.now = e.at
 		switch e.kind {
 		case evDeliver:
-			r.tracef("%d: deliver %v", r.now, e.msg)
-			if err := opt.Nodes[e.msg.To].Step(e.msg); err != nil {
-				r.fail("node %d rejected %v: %v", e.msg.To, e.msg, err)
+			if r.f == nil || r.deliverable(e) {
+				r.deliver(e.msg)
 			}
-			r.collect(e.msg.To)
 		case evRequest:
+			if r.f != nil && !r.current(e) {
+				break
+			}
 			r.tracef("%d: node %d requests", r.now, e.node)
+			r.raiseTokens(e.node)
 			if err := opt.Nodes[e.node].Request(); err != nil {
 				r.fail("node %d: request: %v", e.node, err)
 			}
 			r.waitingAt[e.node] = r.now
 			r.pending++
+			if r.f != nil {
+				r.f.faultsAt[e.node] = r.f.faults
+			}
 			r.collect(e.node)
 		case evRelease:
-			r.tracef("%d: node %d leaves", r.now, e.node)
-			r.holder, r.lastExit = q.None, r.now
-			if err := opt.Nodes[e.node].Release(); err != nil {
-				r.fail("node %d: release: %v", e.node, err)
+			if r.f != nil && !r.current(e) {
+				break
 			}
-			r.pending--
-			r.collect(e.node)
-			r.next(e.node)
+			r.tracef("%d: node %d leaves", r.now, e.node)
+			r.leave(e.node)
+		default:
+			r.faultEvent(e)
 		}
 		if opt.Serial && r.queue.Len() == 0 && r.res.Entries < opt.Entries && r.res.Err == nil {
 			r.scheduleSerial()
@@ -233,7 +259,30 @@ func (r *run) at(delay int64, e event) {
 }
 
 func (r *run) scheduleSerial() {
-	r.at(r.between(r.opt.MinThink, r.opt.MaxThink), event{kind: evRequest, node: r.rng.Intn(len(r.opt.Nodes))})
+	d := r.between(r.opt.MinThink, r.opt.MaxThink)
+	i := r.rng.Intn(len(r.opt.Nodes))
+	r.at(d, event{kind: evRequest, node: i, inc: r.inc(i)})
+}
+
+func (r *run) deliver(m q.Message) {
+	r.tracef("%d: deliver %v", r.now, m)
+	r.raiseTokens(m.To)
+	if err := r.opt.Nodes[m.To].Step(m); err != nil {
+		r.fail("node %d rejected %v: %v", m.To, m, err)
+	}
+	r.collect(m.To)
+}
+
+// leave ends node i's critical section: it releases.
+func (r *run) leave(i q.ID) {
+	r.holder, r.lastExit = q.None, r.now
+	r.raiseTokens(i)
+	if err := r.opt.Nodes[i].Release(); err != nil {
+		r.fail("node %d: release: %v", i, err)
+	}
+	r.pending--
+	r.collect(i)
+	r.next(i)
 }
 
 // next schedules node i's next request after it left.
@@ -241,7 +290,7 @@ func (r *run) next(i q.ID) {
 	if r.opt.Serial || r.done[i] >= r.opt.Entries {
 		return
 	}
-	r.at(r.between(r.opt.MinThink, r.opt.MaxThink), event{kind: evRequest, node: i})
+	r.at(r.between(r.opt.MinThink, r.opt.MaxThink), event{kind: evRequest, node: i, inc: r.inc(i)})
 }
 
 func (r *run) collect(i q.ID) {
@@ -259,14 +308,22 @@ func (r *run) collect(i q.ID) {
 			r.res.ByKind[m.Kind]++
 		}
 		link := [2]q.ID{m.From, m.To}
+		var gen uint64
+		if r.f != nil {
+			if !r.f.up(m.From, m.To) {
+				r.res.Dropped++
+				continue
+			}
+			gen = r.f.gen[m.From][m.To]
+		}
 		at := max(r.now+r.between(r.opt.MinDelay, r.opt.MaxDelay), r.linkFree[link])
 		r.linkFree[link] = at
-		r.at(at-r.now, event{kind: evDeliver, msg: m})
+		r.at(at-r.now, event{kind: evDeliver, msg: m, gen: gen})
 	}
 	if rd.Entered {
 		r.enter(i, rd.Token)
 	}
-	if old := r.opt.Nodes[i]; r.opt.Renew != nil && old.Quiescent() && r.rng.Float64() < r.opt.RenewRate {
+	if old := r.opt.Nodes[i]; r.opt.Renew != nil && r.f == nil && old.Quiescent() && r.rng.Float64() < r.opt.RenewRate {
 		m, err := r.opt.Renew(i)
 		if err != nil {
 			r.fail("node %d: a new machine: %v", i, err)
@@ -282,6 +339,9 @@ func (r *run) collect(i q.ID) {
 
 func (r *run) enter(i q.ID, token uint64) {
 	r.tracef("%d: node %d enters, token %d", r.now, i, token)
+	if r.f != nil {
+		r.tracef("%d: node %d's quorum: %v", r.now, i, r.opt.Nodes[i].(q.FaultTolerant).Quorum())
+	}
 	switch {
 	case r.holder != q.None:
 		r.fail("mutual exclusion broken: node %d entered while node %d holds it", i, r.holder)
@@ -289,19 +349,38 @@ func (r *run) enter(i q.ID, token uint64) {
 	case r.waitingAt[i] < 0:
 		r.fail("node %d entered without a request", i)
 		return
-	case token <= r.lastToken:
+	}
+	if r.f != nil && r.leaseGone(i) {
+		// Its runtime never tells the application: the lock is lost at once.
+		r.tracef("%d: node %d's lease ran out before it entered", r.now, i)
+		r.res.Lost++
+		r.waitingAt[i] = -1
+		r.holder = i // for leave
+		r.leave(i)
+		r.waitingAt[i] = -1
+		return
+	}
+	if token <= r.lastToken {
 		r.fail("fencing token %d of node %d does not exceed the previous %d", token, i, r.lastToken)
 		return
 	}
 	r.holder, r.lastToken = i, token
 	r.res.Entries++
 	r.done[i]++
-	r.res.Waits = append(r.res.Waits, r.now-r.waitingAt[i])
+	wait := r.now - r.waitingAt[i]
+	r.res.Waits = append(r.res.Waits, wait)
 	if r.lastExit >= 0 && r.waitingAt[i] <= r.lastExit {
 		r.res.SyncDelays = append(r.res.SyncDelays, r.now-r.lastExit)
 	}
 	r.waitingAt[i] = -1
 	r.bypass[i] = 0
+	if r.f != nil {
+		if r.f.faults > r.f.faultsAt[i] {
+			r.res.MaxFaultWait = max(r.res.MaxFaultWait, wait)
+		} else {
+			r.res.MaxQuietWait = max(r.res.MaxQuietWait, wait)
+		}
+	}
 	for j, w := range r.waitingAt {
 		if w >= 0 {
 			r.bypass[j]++
@@ -312,14 +391,21 @@ func (r *run) enter(i q.ID, token uint64) {
 			}
 		}
 	}
-	r.at(r.between(r.opt.MinHold, r.opt.MaxHold), event{kind: evRelease, node: i})
+	r.at(r.between(r.opt.MinHold, r.opt.MaxHold), event{kind: evRelease, node: i, inc: r.inc(i), gen: r.entrySerial(i)})
+	if r.f != nil {
+		r.watchLease(i)
+	}
 }
 
 func (r *run) stuck() string {
 	var b strings.Builder
 	for i, p := range r.opt.Nodes {
 		if p.State() != q.Idle {
-			fmt.Fprintf(&b, " node %d %v since %d;", i, p.State(), r.waitingAt[i])
+			fmt.Fprintf(&b, " node %d %v since %d", i, p.State(), r.waitingAt[i])
+			if r.f != nil {
+				fmt.Fprintf(&b, " (incarnation %d, asking %v, holds down %v)", r.f.inc[i], p.(q.FaultTolerant).Quorum(), r.f.downList(i))
+			}
+			b.WriteString(";")
 		}
 	}
 	return b.String()
