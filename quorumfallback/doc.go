@@ -65,9 +65,10 @@
 // adapted yet: a failed node stalls every request that needs it.
 //
 // A suspected node may be alive (a link cut), so Down must not free what
-// it still uses. The runtime keeps these rules, which the seeded
-// simulation checks (sim.Faults, with crashes and cut links, holders and
-// arbiters alike):
+// it still uses. A runtime that calls Down must keep these rules, which the
+// seeded simulation checks (sim.Faults, with crashes and cut links, holders
+// and arbiters alike). The runtime of package node does not call Down yet:
+// there a failed node still stalls the requests that need it.
 //
 //   - A node that has not heard from i for a detection timeout refuses that
 //     incarnation of i from then on and tells every node (failure(i)),
