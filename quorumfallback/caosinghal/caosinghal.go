@@ -53,6 +53,21 @@
 //     request forever (the simulation found this on its first seed). The
 //     arbiter takes j's request out of req_queue when its release comes
 //     early and skips j when release(i, j) follows.
+//
+// # Failures: not yet
+//
+// This machine is not q.FaultTolerant. Section 6's recovery cannot be taken
+// as printed: a node leaving the critical section hands an arbiter's
+// permission on by itself (reply(j) to the next node, release(i, next) to
+// j), so if it dies between the two, or the release is lost with its link,
+// the next node holds j's permission while j, by case 3 of step 2, gives it
+// to another. Leases do not help: the next node is in touch with j. Before
+// j may free a failed node's lock it must learn whether that node passed
+// it on: either every node that gets a permission by proxy tells its
+// arbiter (one message more per proxied permission, even without
+// failures), or j asks the nodes it sent a transfer about while locked for
+// the failed node, and a node that says no refuses the proxied reply if it
+// comes later (messages only on failure). The second is the plan.
 package caosinghal
 
 import (
