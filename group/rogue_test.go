@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,7 +36,7 @@ type rogueSender struct {
 	addrs    map[wire.NodeID]string
 	grants   map[wire.NodeID]*wire.Grant // the last grant of "held" to each member (none with a key)
 	got      []wire.Kind                 // what members sent the rogue's own address
-	captured [][]byte                    // the last sealed datagrams of the members, as sent
+	captured [][]byte                    // the last sealed multicasts of the members, as sent
 }
 
 func newRogue(t *testing.T, cfg group.Config) *rogueSender {
@@ -71,6 +72,9 @@ func (r *rogueSender) listen() {
 			}
 			r.mu.Lock()
 			r.headers[hdr.From], r.addrs[hdr.From] = hdr, p.Source
+			if !p.Multicast {
+				continue
+			}
 			if r.captured = append(r.captured, p.Data); len(r.captured) > 256 {
 				r.captured = r.captured[1:]
 			}
@@ -158,6 +162,60 @@ func randomPayloads(h wire.Header, n int, rng *rand.Rand) [][]byte {
 	return out
 }
 
+// randomDatagrams returns n datagrams of random bytes, of random lengths
+// up to max: no header, nothing of any group.
+func randomDatagrams(n, max int, rng *rand.Rand) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = make([]byte, 1+rng.Intn(max))
+		rng.Read(out[i])
+	}
+	return out
+}
+
+// sendFlood sends datagrams to the group in batches of 64 a millisecond
+// apart: a flood the socket buffers can take.
+func (r *rogueSender) sendFlood(data [][]byte) {
+	for len(data) > 0 {
+		k := min(len(data), 64)
+		r.sendRaw("", data[:k]...)
+		data = data[k:]
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sealedKinds opens sealed multicasts with the group's key (which the test
+// has, and the rogue has not) and counts the kinds of message they carry.
+func sealedKinds(key seal.Key, datagrams [][]byte) map[wire.Kind]int {
+	kinds := map[wire.Kind]int{}
+	for _, d := range datagrams {
+		r, err := seal.NewRing(key) // a ring of its own: no replay window in the way
+		if err != nil {
+			continue
+		}
+		plain, err := r.Open(d, seal.Multicast)
+		if err != nil {
+			continue
+		}
+		pkt, err := wire.Decode(plain)
+		if err != nil {
+			continue
+		}
+		for _, m := range pkt.Messages {
+			kinds[m.Kind()]++
+		}
+	}
+	return kinds
+}
+
+func sumKinds(kinds map[wire.Kind]int) int {
+	n := 0
+	for _, k := range kinds {
+		n += k
+	}
+	return n
+}
+
 // forgedSnapshot is a state in which nobody holds anything and the rogue
 // is a member: installed, it would free the lock in use.
 func forgedSnapshot(t *testing.T, h wire.Header, victim group.Member, rogueAddr string) []wire.Message {
@@ -179,12 +237,16 @@ func forgedSnapshot(t *testing.T, h wire.Header, victim group.Member, rogueAddr 
 // and all three take a second lock in turn. No attack may crash a node,
 // give a lock to two holders, stop the grants for longer than grantBound,
 // make a member leave, rejoin or suspect its state, or change the view; each
-// must be counted as a drop; and the members agree afterwards.
+// must be counted under the drop reason it is for (forged, not-member,
+// malformed: floods of random messages behind a valid header, and of random
+// bytes); and the members agree afterwards.
 //
 // It runs twice: without a group key, and with one, where the rogue, which
-// lacks the key, also replays and tampers with the sealed datagrams it
-// captured, and seals with a key of its own; there every attack must be
-// counted by a drop reason of the envelope.
+// lacks the key, also replays and tampers with the sealed multicasts it
+// captured (once they hold a grant, a release and a SYNC, which the test
+// opens with the key to tell), and seals with a key of its own; there every
+// attack must be counted by a drop reason of the envelope: unsealed,
+// replay, bad-mac, unknown-key.
 func TestRogueSender(t *testing.T) {
 	if !netns.Isolate(t) {
 		return
@@ -321,44 +383,56 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 	// Without one, by the checks for forgery (not the duplicates and stale
 	// copies that ordinary traffic has too).
 	hostile := []string{group.DropMalformed, group.DropForged, group.DropNotMember, group.DropNotServer, group.DropUnasked, group.DropBadState}
-	dropped := func() uint64 {
-		var n uint64
+	// drops sums the members' drop counts by reason.
+	drops := func() map[string]uint64 {
+		all := map[string]uint64{}
 		for _, g := range gs {
 			st, err := g.Status()
 			if err != nil {
 				t.Fatal(err)
 			}
 			for reason, k := range st.Stats.Drops {
-				if keyed && slices.Contains(envelope, reason) || !keyed && slices.Contains(hostile, reason) {
-					n += k
-				}
+				all[reason] += k
+			}
+		}
+		return all
+	}
+	dropped := func(all map[string]uint64) uint64 {
+		var n uint64
+		for reason, k := range all {
+			if keyed && slices.Contains(envelope, reason) || !keyed && slices.Contains(hostile, reason) {
+				n += k
 			}
 		}
 		return n
 	}
 	rng := rand.New(rand.NewSource(1))
-	attacks := []struct {
+	// Each attack names the drop reason it must raise without a key; with
+	// one, every attack of the unkeyed run is dropped as unsealed.
+	type attack struct {
 		name string
+		drop string
 		run  func()
-	}{
-		{"ok-to-join with a taken ID, in the server's name", func() {
+	}
+	attacks := []attack{
+		{"ok-to-join with a taken ID, in the server's name", group.DropForged, func() {
 			h := rogue.header(server())
 			rogue.send("", h, &wire.OkToJoin{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, Inc: 0xbad, ID: holder.ID, Addr: rogue.tr.LocalAddr(), Members: 3})
 		}},
-		{"ok-to-join with a taken ID, from sender 0", func() {
+		{"ok-to-join with a taken ID, from sender 0", group.DropNotMember, func() {
 			h := rogue.header(server())
 			h.From, h.Inc = 0, rng.Uint64()
 			rogue.send("", h, &wire.OkToJoin{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, Inc: 0xbad, ID: holder.ID, Addr: rogue.tr.LocalAddr(), Members: 3})
 		}},
-		{"sync to the last turn that fits in 64 bits", func() {
+		{"sync to the last turn that fits in 64 bits", group.DropForged, func() {
 			h := rogue.header(server())
 			rogue.send("", h, &wire.Sync{T: h.T, Next: math.MaxUint64 - 64, Epoch: h.LogEpoch, Backup: holder.ID})
 		}},
-		{"sync moving T by a billion", func() {
+		{"sync moving T by a billion", group.DropForged, func() {
 			h := rogue.header(server())
 			rogue.send("", h, &wire.Sync{T: h.T, Next: h.T + 1e9, Epoch: h.LogEpoch, Backup: holder.ID})
 		}},
-		{"release in the holder's name", func() {
+		{"release in the holder's name", group.DropForged, func() {
 			req := uint64(1) // what the rogue cannot read under a key
 			rogue.mu.Lock()
 			if g := rogue.grants[holder.ID]; g != nil {
@@ -367,40 +441,37 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 			rogue.mu.Unlock()
 			rogue.send("", rogue.header(holder.ID), &wire.Release{Req: req, Resource: "held", Token: held.Token()})
 		}},
-		{"left of the holder, in the server's name", func() {
+		{"left of the holder, in the server's name", group.DropForged, func() {
 			h := rogue.header(server())
 			rogue.send("", h, &wire.Left{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, ID: holder.ID})
 		}},
-		{"left of a member, to that member, in its own name", func() {
+		{"left of a member, to that member, in its own name", group.DropForged, func() {
 			for _, m := range members {
 				h := rogue.header(m.ID)
 				rogue.send(m.Addr, h, &wire.Left{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, ID: m.ID})
 			}
 		}},
-		{"ok-to-join making the rogue a member and the server", func() {
+		{"ok-to-join making the rogue a member and the server", group.DropForged, func() {
 			h := rogue.header(server())
 			rogue.send("", h,
 				&wire.OkToJoin{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, Inc: 0xbad, ID: 9, Addr: rogue.tr.LocalAddr(), Members: 4},
 				&wire.Sync{T: h.T + 1, Next: h.T + 64*4, Epoch: h.LogEpoch, Backup: 9})
 		}},
-		{"state chunks sent unasked to the holder", func() {
+		{"state chunks sent unasked to the holder", group.DropForged, func() {
 			rogue.send(holder.Addr, rogue.header(server()), forgedSnapshot(t, rogue.header(server()), holder, rogue.tr.LocalAddr())...)
 		}},
-		{"grant of the held lock to the waiter, from sender 0", func() {
+		{"grant of the held lock to the waiter, from sender 0", group.DropNotMember, func() {
 			h := rogue.header(server())
 			h.From, h.Inc = 0, rng.Uint64()
 			rogue.send("", h, &wire.Grant{T: h.T, Next: h.T + 1, Epoch: h.LogEpoch, Node: waiter.ID, Req: 1, Resource: "held"})
 		}},
-		{"10,000 random payloads behind a valid header", func() {
-			data := randomPayloads(rogue.header(server()), 10000, rng)
-			for len(data) > 0 {
-				k := min(len(data), 64)
-				rogue.sendRaw("", data[:k]...)
-				data = data[k:]
-				time.Sleep(time.Millisecond) // a flood the socket buffers can take
-			}
+		{"10,000 random payloads behind a valid header", group.DropMalformed, func() {
+			rogue.sendFlood(randomPayloads(rogue.header(server()), 10000, rng))
 		}},
-		{"state request from a non-member", func() {
+		{"10,000 datagrams of random bytes", group.DropMalformed, func() {
+			rogue.sendFlood(randomDatagrams(10000, 1400, rng))
+		}},
+		{"state request from a non-member", group.DropNotMember, func() {
 			h := rogue.header(server())
 			h.From, h.Inc = 0, rng.Uint64()
 			for _, m := range members {
@@ -409,35 +480,51 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 		}},
 	}
 	if keyed {
-		attacks = append(attacks, []struct {
-			name string
-			run  func()
-		}{
-			{"sealed datagrams captured and replayed", func() {
+		for i := range attacks {
+			attacks[i].drop = group.DropUnsealed
+		}
+		// capture returns the sealed multicasts the rogue captured, once
+		// they carry a grant, a release and a SYNC (the test opens them with
+		// the key to tell; the rogue cannot).
+		capture := func() [][]byte {
+			var captured [][]byte
+			var kinds map[wire.Kind]int
+			waitFor("the rogue captured a grant, a release and a SYNC", func() bool {
 				rogue.mu.Lock()
-				captured := slices.Clone(rogue.captured)
+				captured = slices.Clone(rogue.captured)
 				rogue.mu.Unlock()
-				rogue.sendRaw("", captured...)
+				kinds = sealedKinds(keys[0], captured)
+				return kinds[wire.KindGrant] > 0 && kinds[wire.KindRelease] > 0 && kinds[wire.KindSync] > 0
+			})
+			t.Logf("captured %d sealed multicasts: %d grants, %d releases, %d SYNCs, %d messages in all",
+				len(captured), kinds[wire.KindGrant], kinds[wire.KindRelease], kinds[wire.KindSync], sumKinds(kinds))
+			return captured
+		}
+		attacks = append(attacks, []attack{
+			{"sealed datagrams captured and replayed", group.DropReplay, func() {
+				rogue.sendRaw("", capture()...)
 			}},
-			{"sealed datagrams captured and altered", func() {
-				rogue.mu.Lock()
-				captured := slices.Clone(rogue.captured)
-				rogue.mu.Unlock()
-				for _, d := range captured {
+			// A flipped bit in the ciphertext of a datagram the members took
+			// is dropped as a replay (the window is checked first, the tag
+			// only for what is fresh); with its sequence number moved ahead
+			// too, it is fresh everywhere, and must fail to authenticate.
+			{"sealed datagrams captured and altered", group.DropBadMAC, func() {
+				for _, d := range capture() {
 					d = slices.Clone(d)
 					d[len(d)-20] ^= 0x01
-					rogue.sendRaw("", d)
+					ahead := slices.Clone(d)
+					seq := wire.HeaderLen + 4
+					binary.BigEndian.PutUint64(ahead[seq:], binary.BigEndian.Uint64(ahead[seq:])+1<<30)
+					rogue.sendRaw("", d, ahead)
 				}
 			}},
-			{"sealed multicasts captured and sent to each member directly", func() {
-				rogue.mu.Lock()
-				captured := slices.Clone(rogue.captured)
-				rogue.mu.Unlock()
+			{"sealed multicasts captured and sent to each member directly", group.DropBadMAC, func() {
+				captured := capture()
 				for _, m := range members {
 					rogue.sendRaw(m.Addr, captured...)
 				}
 			}},
-			{"a release sealed with the rogue's own key", func() {
+			{"a release sealed with the rogue's own key", group.DropUnknownKey, func() {
 				own, _ := seal.GenerateKey()
 				data, err := rogue.codec.Pack(rogue.header(holder.ID), []wire.Message{&wire.Release{Req: 1, Resource: "held", Token: held.Token()}})
 				if err != nil {
@@ -456,10 +543,11 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 		}...)
 	}
 	for _, a := range attacks {
-		before, drops := entries.Load(), dropped()
+		entered, before := entries.Load(), drops()
 		a.run()
-		waitFor(a.name+": grants flow on", func() bool { return entries.Load() >= before+5 })
-		waitFor(a.name+": counted as a drop", func() bool { return dropped() > drops })
+		waitFor(a.name+": grants flow on", func() bool { return entries.Load() >= entered+5 })
+		waitFor(a.name+": counted as "+a.drop, func() bool { return drops()[a.drop] > before[a.drop] })
+		waitFor(a.name+": counted as a drop", func() bool { return dropped(drops()) > dropped(before) })
 		select {
 		case err := <-waiterGot:
 			t.Fatalf("%s: the waiter's Acquire ended: %v", a.name, err)
@@ -468,7 +556,15 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 		if held.Err() != nil {
 			t.Fatalf("%s: the holder lost the lock: %v", a.name, held.Err())
 		}
-		t.Logf("%s: no effect; %d drops counted", a.name, dropped()-drops)
+		after := drops()
+		var raised []string
+		for reason, n := range after {
+			if n > before[reason] {
+				raised = append(raised, fmt.Sprintf("%s %d", reason, n-before[reason]))
+			}
+		}
+		slices.Sort(raised)
+		t.Logf("%s: no effect; drops counted: %s", a.name, strings.Join(raised, ", "))
 	}
 
 	// The holder releases at last: the waiter gets the lock.
