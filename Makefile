@@ -44,7 +44,7 @@ bench:
 
 # The hot paths' micro-benchmarks, with allocations.
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 20000x ./wire ./arbiter ./group ./quorumfallback/...
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 20000x ./wire ./seal ./arbiter ./group ./quorumfallback/...
 
 # A wider seeded sweep than the default 1000 seeds.
 sweep:
