@@ -124,6 +124,11 @@ type Ring struct {
 	keys    []entry // the primary first
 	windows map[path]*window
 	used    uint64 // counts Opens, to tell which window was used last
+	// self is the incarnation this ring last sealed for: this node's own.
+	// A node never takes its own datagrams, so one that comes back (sent
+	// back by someone who captured it) is a replay, though no window holds
+	// it.
+	self uint64
 }
 
 // path is one sender incarnation's datagrams to this node by one way:
@@ -232,7 +237,8 @@ func (r *Ring) Seal(dst, datagram []byte, to string, seq uint64) ([]byte, error)
 	dst = binary.BigEndian.AppendUint32(dst, k.id)
 	dst = binary.BigEndian.AppendUint64(dst, seq)
 	ad := associated(dst[start:], to)
-	nonce := nonceFor(inc(ad), seq)
+	r.self = inc(ad)
+	nonce := nonceFor(r.self, seq)
 	return k.aead.Seal(dst, nonce[:], datagram[wire.HeaderLen:], ad), nil
 }
 
@@ -269,7 +275,7 @@ func (r *Ring) Open(datagram []byte, to string) ([]byte, error) {
 	}
 	from := path{inc: inc(datagram), multicast: to == Multicast}
 	w := r.windows[from]
-	if w != nil && !w.fresh(seq) {
+	if w != nil && !w.fresh(seq) || from.inc == r.self && r.self != 0 {
 		return nil, ErrReplay
 	}
 	nonce := nonceFor(from.inc, seq)
