@@ -64,7 +64,14 @@ func TestE2EGroupKey(t *testing.T) {
 // step that would cut a member off is refused and changes nothing, each
 // daemon's key file ends up holding the new key alone, and a daemon
 // restarted from it rejoins.
-func TestE2EKeyRotation(t *testing.T) {
+func TestE2EKeyRotation(t *testing.T) { keyRotation(t, false) }
+
+// The same in quorum mode (Maekawa, majority coterie): the links present
+// and accept the keys as they change; a quorum-mode node is not restarted
+// (see TestSetKeysRotates for links made after the rotation).
+func TestE2EQuorumKeyRotation(t *testing.T) { keyRotation(t, true) }
+
+func keyRotation(t *testing.T, quorum bool) {
 	const hosts = 3 // a majority stays up while one restarts
 	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
 	keyfile := func(i int) string { return filepath.Join(c.dir, fmt.Sprintf("host%d.key", i)) }
@@ -82,13 +89,30 @@ func TestE2EKeyRotation(t *testing.T) {
 		}
 	}
 	c.env = func(i int) []string { return []string{"MCNODE_KEYFILE=" + keyfile(i)} }
-	c.startDaemon(0)
-	c.waitMembers(0, 1)
-	for i := 1; i < hosts; i++ {
-		c.startDaemon(i)
-	}
-	for i := 0; i < hosts; i++ {
-		c.waitMembers(i, hosts)
+	if quorum {
+		var peers []string
+		for _, h := range c.lan.Hosts {
+			peers = append(peers, h.IP+":7950")
+		}
+		c.env = func(i int) []string {
+			return []string{"MCNODE_KEYFILE=" + keyfile(i), "MCNODE_MODE=quorum", "MCNODE_ALGO=maekawa", "MCNODE_COTERIE=majority",
+				"MCNODE_PEERS=" + strings.Join(peers, ","), fmt.Sprintf("MCNODE_NODE_ID=%d", i)}
+		}
+		for i := range hosts {
+			c.startDaemon(i)
+		}
+		for i := range hosts {
+			c.waitStatus(i, "its control socket", func(*statusView) bool { return true })
+		}
+	} else {
+		c.startDaemon(0)
+		c.waitMembers(0, 1)
+		for i := 1; i < hosts; i++ {
+			c.startDaemon(i)
+		}
+		for i := 0; i < hosts; i++ {
+			c.waitMembers(i, hosts)
+		}
 	}
 	next := filepath.Join(c.dir, "next.key")
 	if out, err := c.mcnode(0, "keygen", next).CombinedOutput(); err != nil {
@@ -155,6 +179,9 @@ func TestE2EKeyRotation(t *testing.T) {
 		if got := ids(keyfile(i)); len(got) != 1 || got[0] != nextID {
 			t.Fatalf("host %d's key file holds %v, want %s alone", i, got, nextID)
 		}
+	}
+	if quorum {
+		return // a restarted quorum-mode node is refused (until it rejoins as a new incarnation)
 	}
 	_ = c.daemons[1].Process.Kill()
 	_ = c.daemons[1].Wait()

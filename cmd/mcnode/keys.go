@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/quorumfallback/node"
 	"github.com/mcnode/mcnode/seal"
 )
 
@@ -22,11 +23,7 @@ type keyRing interface {
 	removeKey(id uint32) error
 }
 
-var (
-	errNoKeys = errors.New("this daemon has no group key: start it with --keyfile")
-	// errQuorumKeys: quorum mode's TLS links take their keys at start.
-	errQuorumKeys = errors.New("a quorum-mode daemon takes its keys when it starts: change the key file on every node and restart the whole group (quorum mode takes back no restarted node)")
-)
+var errNoKeys = errors.New("this daemon has no group key: start it with --keyfile")
 
 // keyRingOf returns the key ring of the daemon's node, once it has one.
 func keyRingOf(g locker) (keyRing, error) {
@@ -133,37 +130,57 @@ func keyAgentOf(g locker) *keyAgent {
 	return nil
 }
 
+// keyedNode is a runtime whose group keys change while it runs: a
+// multicast group or a quorum-mode node.
+type keyedNode interface {
+	InstallKey(seal.Key) error
+	UseKey(id uint32) error
+	RemoveKey(id uint32) error
+	KeyRing() ([]seal.Key, error)
+}
+
 // The daemon's key ring: each change is made to the running node, then
 // written to the key file, so that a restart keeps it.
-func (d daemonNode) keyIDs() ([]uint32, error) {
-	g, ok := mcnode.Unwrap(d.Locker).(*group.Group)
-	if !ok {
-		return nil, errQuorumKeys
+func (d daemonNode) keyed() (keyedNode, error) {
+	if k, ok := mcnode.Unwrap(d.Locker).(keyedNode); ok {
+		return k, nil
 	}
-	ids, err := g.Keys()
-	if err == nil && len(ids) == 0 {
+	return nil, errNoKeys
+}
+
+func (d daemonNode) keyIDs() ([]uint32, error) {
+	k, err := d.keyed()
+	if err != nil {
+		return nil, err
+	}
+	keys, err := k.KeyRing()
+	if err == nil && len(keys) == 0 {
 		err = errNoKeys
+	}
+	ids := make([]uint32, len(keys))
+	for i, key := range keys {
+		ids[i] = key.ID()
 	}
 	return ids, err
 }
 
 func (d daemonNode) installKey(k seal.Key) error {
-	return d.changeKeys(func(g *group.Group) error { return g.InstallKey(k) })
+	return d.changeKeys(func(n keyedNode) error { return n.InstallKey(k) })
 }
 func (d daemonNode) useKey(id uint32) error {
-	return d.changeKeys(func(g *group.Group) error { return g.UseKey(id) })
+	return d.changeKeys(func(n keyedNode) error { return n.UseKey(id) })
 }
 func (d daemonNode) removeKey(id uint32) error {
-	return d.changeKeys(func(g *group.Group) error { return g.RemoveKey(id) })
+	return d.changeKeys(func(n keyedNode) error { return n.RemoveKey(id) })
 }
 
-func (d daemonNode) changeKeys(change func(*group.Group) error) error {
-	g, ok := mcnode.Unwrap(d.Locker).(*group.Group)
-	if !ok {
-		return errQuorumKeys
+func (d daemonNode) changeKeys(change func(keyedNode) error) error {
+	k, err := d.keyed()
+	if err != nil {
+		return err
 	}
-	if err := change(g); err != nil {
-		if errors.Is(err, group.ErrNoKey) {
+	if err := change(k); err != nil {
+		if errors.Is(err, group.ErrNoKey) || errors.Is(err, node.ErrNoKey) {
 			return errNoKeys
 		}
 		return err
@@ -171,7 +188,7 @@ func (d daemonNode) changeKeys(change func(*group.Group) error) error {
 	if d.keyfile == "" {
 		return nil
 	}
-	keys, err := g.KeyRing()
+	keys, err := k.KeyRing()
 	if err == nil {
 		err = seal.ReplaceKeyFile(d.keyfile, keys...)
 	}

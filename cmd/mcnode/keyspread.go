@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/seal"
 )
 
@@ -57,7 +57,7 @@ type memberKeys struct {
 // keyAgent carries out the key requests other members publish, and
 // collects the answers to this daemon's own.
 type keyAgent struct {
-	g    *group.Group
+	l    mcnode.Locker
 	ring keyRing
 	log  zerolog.Logger
 
@@ -68,23 +68,23 @@ type keyAgent struct {
 }
 
 type answer struct {
-	from group.NodeID
+	from uint64
 	msg  keyMessage
 }
 
-// startKeyAgent starts g's agent; it ends with g.
-func startKeyAgent(g *group.Group, ring keyRing, log zerolog.Logger) *keyAgent {
-	a := &keyAgent{g: g, ring: ring, log: log, done: map[uint64]keyMessage{}, waiting: map[uint64]chan<- answer{}}
-	updates, _ := g.Subscribe(keysTopic)
+// startKeyAgent starts l's agent; it ends with l.
+func startKeyAgent(l mcnode.Locker, ring keyRing, log zerolog.Logger) *keyAgent {
+	a := &keyAgent{l: l, ring: ring, log: log, done: map[uint64]keyMessage{}, waiting: map[uint64]chan<- answer{}}
+	updates, _ := l.Subscribe(keysTopic)
 	go a.serve(updates)
 	return a
 }
 
-func (a *keyAgent) serve(updates <-chan group.Update) {
+func (a *keyAgent) serve(updates <-chan mcnode.Update) {
 	for u := range updates {
 		var m keyMessage
 		if err := json.Unmarshal(u.Data, &m); err != nil || m.Req == 0 {
-			a.log.Warn().Uint64("from", uint64(u.From)).Msg("a key request that does not parse: ignored")
+			a.log.Warn().Uint64("from", u.From).Msg("a key request that does not parse: ignored")
 			continue
 		}
 		if m.Reply {
@@ -103,7 +103,7 @@ func (a *keyAgent) serve(updates <-chan group.Update) {
 }
 
 // answer carries out a request once, and answers it every time it comes.
-func (a *keyAgent) answer(from group.NodeID, m keyMessage) {
+func (a *keyAgent) answer(from uint64, m keyMessage) {
 	a.mu.Lock()
 	reply, seen := a.done[m.Req]
 	a.mu.Unlock()
@@ -119,7 +119,7 @@ func (a *keyAgent) answer(from group.NodeID, m keyMessage) {
 			if err != nil {
 				ev = a.log.Warn().Err(err)
 			}
-			ev.Uint64("from", uint64(from)).Str("op", m.Op).Strs("keys", ids).Msg("group key change asked by a member")
+			ev.Uint64("from", from).Str("op", m.Op).Strs("keys", ids).Msg("group key change asked by a member")
 		}
 		a.mu.Lock()
 		a.done[m.Req] = reply
@@ -151,7 +151,7 @@ func (a *keyAgent) apply(m keyMessage) ([]string, error) {
 
 func (a *keyAgent) publish(m keyMessage) {
 	b, _ := json.Marshal(m)
-	if err := a.g.Publish(keysTopic, b); err != nil {
+	if err := a.l.Publish(keysTopic, b); err != nil {
 		a.log.Warn().Err(err).Msg("cannot publish a key message")
 	}
 }
@@ -172,13 +172,14 @@ func (a *keyAgent) ask(ctx context.Context, op, key, id string) []memberKeys {
 		delete(a.waiting, req.Req)
 		a.mu.Unlock()
 	}()
-	self := a.g.ID()
-	got := map[group.NodeID]*memberKeys{}
-	var order []group.NodeID
-	for _, m := range a.g.Members() {
-		if m.ID != self {
-			got[m.ID] = &memberKeys{Node: uint64(m.ID), Addr: m.Addr}
-			order = append(order, m.ID)
+	got := map[uint64]*memberKeys{}
+	var order []uint64
+	if st, err := a.l.Status(); err == nil {
+		for _, m := range st.Members {
+			if m.ID != st.Self {
+				got[m.ID] = &memberKeys{Node: m.ID, Addr: m.Addr}
+				order = append(order, m.ID)
+			}
 		}
 	}
 	missing := len(got)

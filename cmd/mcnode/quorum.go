@@ -240,11 +240,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 			if err != nil {
 				return nil, &exitError{code: 1, err: err}
 			}
-			d := daemonNode{Locker: mcnode.Wrap(g), keyfile: c.String("keyfile")}
-			if ids, _ := g.Keys(); len(ids) > 0 {
-				d.keys = startKeyAgent(g, d, log)
-			}
-			return d, nil
+			return withKeyAgent(daemonNode{Locker: mcnode.Wrap(g), keyfile: c.String("keyfile")}, log), nil
 		}, why, nil
 	}
 	cfg, err := quorumConfig(c, log)
@@ -264,7 +260,23 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 		}
 		discover = &gcfg
 	}
-	return func(ctx context.Context) (locker, error) { return startQuorum(ctx, cfg, discover, log) }, "starting the quorum node", nil
+	return func(ctx context.Context) (locker, error) {
+		l, err := startQuorum(ctx, cfg, discover, log)
+		if d, ok := l.(daemonNode); ok && err == nil {
+			d.keyfile = c.String("keyfile")
+			return withKeyAgent(d, log), nil
+		}
+		return l, err
+	}, "starting the quorum node", nil
+}
+
+// withKeyAgent starts d's key agent if its node has group keys, so that
+// `mcnode keys` reaches every member (see keysTopic).
+func withKeyAgent(d daemonNode, log zerolog.Logger) daemonNode {
+	if ids, err := d.keyIDs(); err == nil && len(ids) > 0 {
+		d.keys = startKeyAgent(d.Locker, d, log)
+	}
+	return d
 }
 
 // daemonMembership keeps the daemon's membership record in --state-dir, and

@@ -164,6 +164,7 @@ type Node struct {
 	log     zerolog.Logger
 	factory *protocols.Factory
 	tr      qnet.Transport
+	keys    keyRing
 
 	calls  chan func()
 	done   chan struct{}
@@ -247,6 +248,12 @@ func Start(cfg Config) (*Node, error) {
 		cfg: cfg, log: cfg.Logger, factory: f, tr: tr,
 		calls: make(chan func()), done: make(chan struct{}), exited: make(chan struct{}),
 		res: map[string]*resource{},
+	}
+	if len(cfg.Keys) > 0 {
+		if n.keys.ring, err = seal.NewRing(cfg.Keys[0], cfg.Keys[1:]...); err != nil {
+			tr.Close()
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	if cfg.TokenFile != "" {
 		seen, err := fence.Highest(cfg.TokenFile)

@@ -239,11 +239,11 @@ type Stats struct {
 // Mesh links this node to every other node of a fixed list over TCP.
 type Mesh struct {
 	cfg Config
-	// tlsClient and tlsServer secure the links with the group keys (nil:
-	// plain TCP); handshakes bounds the accepted connections in their TLS
-	// handshake at once.
-	tlsClient, tlsServer *tls.Config
-	handshakes           chan struct{}
+	// tls secures the links with the group keys (nil: plain TCP);
+	// replaced whole by SetKeys. handshakes bounds the accepted
+	// connections in their TLS handshake at once.
+	tls        atomic.Pointer[tlsPair]
+	handshakes chan struct{}
 	n                    int
 	ln                   net.Listener
 	log                  zerolog.Logger
@@ -315,7 +315,7 @@ func Listen(cfg Config) (*Mesh, error) {
 			return nil, fmt.Errorf("qnet: listening on %s: %w", cfg.Peers[cfg.Self], err)
 		}
 	}
-	tlsClient, tlsServer, err := tlsConfigs(cfg.Keys)
+	pair, err := tlsConfigs(cfg.Keys)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -323,8 +323,6 @@ func Listen(cfg Config) (*Mesh, error) {
 	n := len(cfg.Peers)
 	m := &Mesh{
 		cfg:        cfg,
-		tlsClient:  tlsClient,
-		tlsServer:  tlsServer,
 		handshakes: make(chan struct{}, 2*len(cfg.Peers)+16),
 		n:          n,
 		ln:         ln,
@@ -341,6 +339,7 @@ func Listen(cfg Config) (*Mesh, error) {
 		incarnations: make([]uint64, n),
 		incarnation:  rand.Uint64() | 1, // never 0, which means "none yet"
 	}
+	m.tls.Store(pair)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	for i, addr := range cfg.Peers {
 		if i == cfg.Self {
@@ -764,8 +763,8 @@ func (m *Mesh) dial(p *peer) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.tlsClient != nil {
-		if c, err = m.secure(tls.Client(c, m.tlsClient)); err != nil {
+	if pair := m.tls.Load(); pair != nil {
+		if c, err = m.secure(tls.Client(c, pair.client)); err != nil {
 			return nil, fmt.Errorf("qnet: peer %d at %s: %w", p.id, p.addr, err)
 		}
 	}
@@ -842,7 +841,7 @@ func (m *Mesh) accept() {
 func (m *Mesh) serve(c net.Conn) {
 	defer m.wg.Done()
 	defer m.drop(c) // the connection as tracked: closing it ends a TLS one too
-	if m.tlsServer != nil {
+	if pair := m.tls.Load(); pair != nil {
 		// A handshake costs a goroutine, a socket and a key exchange for
 		// up to handshakeTimeout: a bounded number at once, so that
 		// strangers opening connections cannot exhaust them.
@@ -852,7 +851,7 @@ func (m *Mesh) serve(c net.Conn) {
 			m.unauthenticated.Add(1)
 			return
 		}
-		tc, err := m.secure(tls.Server(c, m.tlsServer))
+		tc, err := m.secure(tls.Server(c, pair.server))
 		<-m.handshakes
 		if err != nil {
 			// 1, 2, 4, ...: a stream of strangers is news, each of them not.

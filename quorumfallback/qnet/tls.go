@@ -40,18 +40,21 @@ func linkKey(k seal.Key) (ed25519.PrivateKey, error) {
 	return ed25519.NewKeyFromSeed(seed), nil
 }
 
-// tlsConfigs returns the dialling and the accepting side's TLS settings for
-// a key ring, the first key presented.
-func tlsConfigs(keys []seal.Key) (client, server *tls.Config, err error) {
+// tlsPair is the dialling and the accepting side's TLS settings.
+type tlsPair struct{ client, server *tls.Config }
+
+// tlsConfigs returns the TLS settings for a key ring, the first key
+// presented; nil without keys.
+func tlsConfigs(keys []seal.Key) (*tlsPair, error) {
 	if len(keys) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	accepted := make([]ed25519.PublicKey, 0, len(keys))
 	var cert tls.Certificate
 	for i, k := range keys {
 		priv, err := linkKey(k)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		accepted = append(accepted, priv.Public().(ed25519.PublicKey))
 		if i > 0 {
@@ -63,7 +66,7 @@ func tlsConfigs(keys []seal.Key) (client, server *tls.Config, err error) {
 		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Unix(0, 0), NotAfter: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
 		der, err := x509.CreateCertificate(nil, tmpl, tmpl, priv.Public(), priv)
 		if err != nil {
-			return nil, nil, fmt.Errorf("qnet: link certificate: %w", err)
+			return nil, fmt.Errorf("qnet: link certificate: %w", err)
 		}
 		cert = tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}
 	}
@@ -95,7 +98,27 @@ func tlsConfigs(keys []seal.Key) (client, server *tls.Config, err error) {
 		VerifyPeerCertificate: verify,
 		ServerName:            "mcnode",
 	}
-	client, server = base.Clone(), base.Clone()
-	server.ClientAuth = tls.RequireAnyClientCert
-	return client, server, nil
+	pair := &tlsPair{client: base.Clone(), server: base.Clone()}
+	pair.server.ClientAuth = tls.RequireAnyClientCert
+	return pair, nil
+}
+
+// SetKeys replaces the group keys of a mesh that has keys: links made from
+// then on present the first and accept any of them; links already up stay
+// up, authenticated when they were made. The keys are rotated as in
+// multicast mode: install the new key on every node (each accepts both),
+// make it the first on every node, then remove the old one.
+func (m *Mesh) SetKeys(keys []seal.Key) error {
+	if m.tls.Load() == nil {
+		return errors.New("qnet: the mesh has no keys: a node takes or drops keys only by restarting")
+	}
+	if len(keys) == 0 {
+		return errors.New("qnet: no keys")
+	}
+	pair, err := tlsConfigs(keys)
+	if err != nil {
+		return err
+	}
+	m.tls.Store(pair)
+	return nil
 }

@@ -2,6 +2,7 @@ package qnet
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -192,5 +193,56 @@ func TestHandshakesBounded(t *testing.T) {
 	}
 	if err := m0.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Keys are rotated on running meshes (SetKeys), in the three steps: the
+// links up stay up and carry frames, and a node that starts with the new
+// key alone connects to nodes that started with the old one.
+func TestSetKeysRotates(t *testing.T) {
+	oldKey, newKey := testKey(t), testKey(t)
+	ls, peers := listeners(t, 3)
+	m0 := startKeyed(t, 0, peers, ls[0], oldKey)
+	m1 := startKeyed(t, 1, peers, ls[1], oldKey)
+	send := func(step string) {
+		t.Helper()
+		f := frame(0, 1, 1)
+		f.Resource = step
+		if err := m0.Send(1, f); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case in := <-m1.Inbound():
+			if in.Frame.Resource != step {
+				t.Fatalf("%s: got %+v", step, in.Frame)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the frame did not arrive", step)
+		}
+	}
+	eventually(t, "nodes 0 and 1 connected", func() bool { up, _ := m0.Backlog(1); return up })
+	send("before")
+	for _, ring := range [][]seal.Key{{oldKey, newKey}, {newKey, oldKey}, {newKey}} {
+		for _, m := range []*Mesh{m0, m1} {
+			if err := m.SetKeys(ring); err != nil {
+				t.Fatal(err)
+			}
+		}
+		send(fmt.Sprintf("with %d keys", len(ring)))
+	}
+	m2 := startKeyed(t, 2, peers, ls[2], newKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m2.WaitConnected(ctx); err != nil {
+		t.Fatalf("a node with the new key alone: %v", err)
+	}
+	for _, m := range []*Mesh{m0, m1} {
+		if err := m.WaitConnected(ctx); err != nil {
+			t.Fatalf("the rotated nodes do not reach the new one: %v", err)
+		}
+	}
+	plain := startKeyed(t, 0, []string{"127.0.0.1:1", "127.0.0.1:2"}, nil)
+	if err := plain.SetKeys([]seal.Key{newKey}); err == nil {
+		t.Error("a mesh without keys took keys")
 	}
 }
