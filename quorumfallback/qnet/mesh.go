@@ -244,11 +244,11 @@ type Mesh struct {
 	// connections in their TLS handshake at once.
 	tls        atomic.Pointer[tlsPair]
 	handshakes chan struct{}
-	n                    int
-	ln                   net.Listener
-	log                  zerolog.Logger
-	inbound              chan Inbound
-	peers                []*peer // nil at Self
+	n          int
+	ln         net.Listener
+	log        zerolog.Logger
+	inbound    chan Inbound
+	peers      []*peer // nil at Self
 
 	closed    chan struct{}
 	ctx       context.Context // done when closed: stops dials
