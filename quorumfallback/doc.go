@@ -67,15 +67,16 @@
 // A suspected node may be alive (a link cut), so Down must not free what
 // it still uses. A runtime that calls Down must keep these rules, which the
 // seeded simulation checks (sim.Faults, with crashes and cut links, holders
-// and arbiters alike). The runtime of package node does not call Down yet:
-// there a failed node still stalls the requests that need it.
+// and arbiters alike), and package node keeps (its failover.go):
 //
 //   - A node that has not heard from i for a detection timeout refuses that
 //     incarnation of i from then on and tells every node (failure(i)),
 //     which refuse it too. A refused node learns it, and comes back as a
 //     new incarnation.
 //   - A node calls Down(i) a lease plus a margin after it last heard from
-//     i, and only then accepts i's next incarnation (Up).
+//     i, and only then accepts i's next incarnation (Up). Messages still
+//     queued for the incarnation put down are dropped, never handed to the
+//     next one.
 //   - A holder loses its critical section a lease minus the margin after it
 //     last heard from a member of its quorum (Quorum), before any of them
 //     may act on Down.

@@ -43,6 +43,13 @@ const (
 	// an application state update (node.Publish) from one runtime to the
 	// others, over the same links.
 	Update Kind = 8
+	// Heartbeat and Echo are not protocol messages either: the links'
+	// liveness (package qnet), a heartbeat's send time (Seq) echoed back.
+	Heartbeat Kind = 9
+	Echo      Kind = 10
+	// Failure is failure(i) of Cao and Singhal's section 6, between
+	// runtimes: node Site's incarnation Token has failed.
+	Failure Kind = 11
 )
 
 // String names the kind as the papers do.
@@ -64,6 +71,12 @@ func (k Kind) String() string {
 		return "transfer"
 	case Update:
 		return "update"
+	case Heartbeat:
+		return "heartbeat"
+	case Echo:
+		return "echo"
+	case Failure:
+		return "failure"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -72,7 +72,9 @@ func mode(c *cli.Context) (string, error) {
 // quorumConfig builds a quorum-mode node's config from the flags.
 func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 	cfg := node.Config{Group: c.String("group"), Protocol: c.String("algo"), Coterie: c.String("coterie"),
-		Self: c.Int("node-id"), Logger: log}
+		Self: c.Int("node-id"), Logger: log,
+		// The failure handling's leases (Maekawa), as multicast mode's.
+		Lease: c.Duration("lease"), LeaseMargin: c.Duration("lease-margin")}
 	if path := c.String("keyfile"); path != "" {
 		keys, err := seal.LoadKeyFile(path)
 		if err != nil {
@@ -146,6 +148,17 @@ type daemonNode struct {
 	keyfile string       // multicast mode: where its keys are kept ("" without a key)
 	keys    *keyAgent    // multicast mode with a key: spreads key changes
 	via     *group.Group // quorum mode: the multicast group the peers came from, if they did
+}
+
+// stoppedOf returns a channel closed when a quorum-mode node stops by
+// itself (declared failed: node.ErrFailed), or nil.
+func stoppedOf(l locker) <-chan struct{} {
+	if d, ok := l.(daemonNode); ok {
+		if n, ok := mcnode.Unwrap(d.Locker).(*node.Node); ok {
+			return n.Done()
+		}
+	}
+	return nil
 }
 
 func (d daemonNode) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
@@ -260,7 +273,18 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 		}
 		discover = &gcfg
 	}
+	started := false
 	return func(ctx context.Context) (locker, error) {
+		if addr := c.String("listen"); addr != "" && started {
+			// Started anew (declared failed): the last node closed the
+			// listener.
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				return nil, &exitError{code: 1, err: fmt.Errorf("--listen %s: %w", addr, err)}
+			}
+			cfg.Listener = l
+		}
+		started = true
 		l, err := startQuorum(ctx, cfg, discover, log)
 		if d, ok := l.(daemonNode); ok && err == nil {
 			d.keyfile = c.String("keyfile")

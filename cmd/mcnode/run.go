@@ -68,12 +68,27 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			j.ready.Store(&g)
-			if st, err := g.status(); err == nil {
-				log.Info().Uint64("node", st.Self).Str("addr", st.Addr).Str("socket", path).
-					Int("members", len(st.Members)).Msg("member of the group; serving local clients")
+			for {
+				j.ready.Store(&g)
+				if st, err := g.status(); err == nil {
+					log.Info().Uint64("node", st.Self).Str("addr", st.Addr).Str("socket", path).
+						Int("members", len(st.Members)).Msg("member of the group; serving local clients")
+				}
+				select {
+				case <-ctx.Done():
+				case <-stoppedOf(g):
+					// Quorum mode: the peers declared this node failed (it
+					// lost its locks): it comes back as a new incarnation.
+					log.Error().Msg("the node stopped: its peers declared it failed; starting it anew, as a new incarnation")
+					j.ready.Store(nil)
+					_ = g.leave(ctx) // waits for the old node's close: its port is then free
+					if g, err = start(ctx); err != nil {
+						return err
+					}
+					continue
+				}
+				break
 			}
-			<-ctx.Done()
 			log.Info().Msg("leaving the group")
 			lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 			defer cancel()

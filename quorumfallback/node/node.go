@@ -16,12 +16,16 @@
 // is Acquire that gives up after Config.TryWait: a lock that is free comes
 // within a round trip, one that is held does not.
 //
-// The papers assume nodes that never fail; so does this mode. A node that
+// With Maekawa's protocol the node survives failed peers (failover.go): a
+// peer not heard for Config.Detect is suspected and, a lease after it was
+// last heard, put down on every machine (q.FaultTolerant.Down), which asks
+// substitute quorums; a holder loses its lock first if its quorum has not
+// heard it; a restarted peer rejoins as a new incarnation. The other
+// protocols assume, as their papers do, nodes that never fail: a node that
 // dies stalls every request whose quorum contains it, and the runtime says
-// so in its log (the links report the broken connection); multicast mode is
-// the one that survives failures. A node that restarts has lost the state
-// its peers rely on, so they refuse it (package qnet): restart a group
-// whole. A node takes locks while its links to the nodes its requests ask
+// so in its log (the links report the broken connection). A node that
+// restarts has lost the state its peers rely on, so they refuse it
+// (package qnet): restart such a group whole. A node takes locks while its links to the nodes its requests ask
 // are up (protocols.Factory.Asks: its quorum), whatever the others' state,
 // once every node has accepted this incarnation's links (qnet.Mesh.
 // AdmittedTo: peers that restarted with it, or never saw it, would not
@@ -109,6 +113,14 @@ type Config struct {
 	// the others' (the last holder's token reached every arbiter of its
 	// quorum, and every quorum shares one of them) or is set back.
 	TokenFile string
+	// Lease, LeaseMargin and Detect time the failure handling of the
+	// protocols that have it (Maekawa, see failover.go): a peer not heard
+	// for Detect is suspected and put down Lease+LeaseMargin after it was
+	// last heard; a holder loses its lock when a member of its quorum has
+	// not heard it for Lease-LeaseMargin. Every node of a group must use
+	// the same. Defaults 1.5s, 300ms, 1s; a negative Detect turns failure
+	// handling off (a failed node then stalls what needs it).
+	Lease, LeaseMargin, Detect time.Duration
 }
 
 // Setup is the protocol setup the config names.
@@ -155,6 +167,18 @@ func (c *Config) validate() error {
 	if c.TryWait < 0 {
 		return fmt.Errorf("%w: TryWait %v is negative", ErrConfig, c.TryWait)
 	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.LeaseMargin == 0 {
+		c.LeaseMargin = DefaultLeaseMargin
+	}
+	if c.Detect == 0 {
+		c.Detect = DefaultDetect
+	}
+	if c.Lease <= c.LeaseMargin || c.LeaseMargin < 0 {
+		return fmt.Errorf("%w: Lease %v must exceed LeaseMargin %v (>= 0)", ErrConfig, c.Lease, c.LeaseMargin)
+	}
 	return nil
 }
 
@@ -165,6 +189,9 @@ type Node struct {
 	factory *protocols.Factory
 	tr      qnet.Transport
 	keys    keyRing
+	fo      *failover // failure handling, nil when off
+	// failedErr is ErrFailed once peers declared this node failed.
+	failedErr error
 
 	calls  chan func()
 	done   chan struct{}
@@ -200,6 +227,7 @@ type Stats struct {
 	Releases       uint64                 // critical sections left
 	Freed          uint64                 // quiescent machines freed
 	Abandoned      uint64                 // grants released at once: their caller had gone
+	LeasesLost     uint64                 // locks lost to a lease running out (failure handling)
 	// Application state updates: copies sent (one per peer), not sent
 	// (the peer's link down or far behind), received, and received but
 	// dropped because a subscriber did not keep up.
@@ -238,14 +266,20 @@ func Start(cfg Config) (*Node, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		mesh, err := qnet.Listen(qnet.Config{Self: cfg.Self, Peers: cfg.Peers, Hello: cfg.Hello(), Logger: cfg.Logger, Listener: cfg.Listener, Keys: cfg.Keys})
+		var heartbeat time.Duration
+		if m, err := f.New(cfg.Self); err == nil && cfg.Detect > 0 {
+			if _, ft := m.(q.FaultTolerant); ft {
+				heartbeat = cfg.Detect / 5
+			}
+		}
+		mesh, err := qnet.Listen(qnet.Config{Self: cfg.Self, Peers: cfg.Peers, Hello: cfg.Hello(), Logger: cfg.Logger, Listener: cfg.Listener, Keys: cfg.Keys, Heartbeat: heartbeat})
 		if err != nil {
 			return nil, err
 		}
 		tr = mesh
 	}
 	n := &Node{
-		cfg: cfg, log: cfg.Logger, factory: f, tr: tr,
+		cfg: cfg, log: cfg.Logger.With().Int("node", cfg.Self).Logger(), factory: f, tr: tr,
 		calls: make(chan func()), done: make(chan struct{}), exited: make(chan struct{}),
 		res: map[string]*resource{},
 	}
@@ -266,6 +300,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.log.Info().Str("setup", cfg.Setup().String()).Int("self", cfg.Self).Ints("quorum", f.Quorum(cfg.Self)).
 		Msg("quorum-mode node started")
+	n.startFailover()
 	go n.loop()
 	return n, nil
 }
@@ -310,13 +345,26 @@ func (n *Node) loop() {
 	// state its peers rely on, and must not grant (see qnet.Mesh.Admission).
 	var admitted <-chan struct{}
 	var held []qnet.Inbound
-	if a, ok := n.tr.(admission); ok {
+	var tick <-chan time.Time
+	var failed <-chan struct{}
+	if n.fo != nil {
+		// With failure handling a node waits out its predecessor's leases
+		// instead (see failover.go).
+		admitted, tick, failed = n.fo.awakeCh(), n.fo.ticker.C, n.fo.mesh.Failed()
+		defer n.fo.ticker.Stop()
+	} else if a, ok := n.tr.(admission); ok {
 		admitted, _ = a.Admission()
 	}
 	for {
 		select {
 		case f := <-n.calls:
 			f()
+		case <-tick:
+			n.checkFailures()
+		case <-failed:
+			failed = nil
+			n.log.Error().Msg("a peer answered that this node was declared failed")
+			n.declaredFailed()
 		case <-admitted:
 			admitted = nil
 			for _, msg := range held {
@@ -395,6 +443,7 @@ func (n *Node) resource(name string) (*resource, error) {
 	// multicast mode's group timestamp starts a new group.
 	m.RaiseTokens(max(tokenFloor(n.cfg.Self), n.seen, n.highest))
 	m.RaiseClock(n.clock)
+	n.newMachine(m)
 	r := &resource{name: name, m: m}
 	n.res[name] = r
 	return r, nil
@@ -411,7 +460,11 @@ const maxHeldFrames = 1 << 16
 // receiveAdmitted acts on a frame, unless a peer has refused this node as
 // restarted.
 func (n *Node) receiveAdmitted(in qnet.Inbound) {
-	if a, ok := n.tr.(admission); ok {
+	if n.failedErr != nil {
+		n.stats.Rejected++
+		return
+	}
+	if a, ok := n.tr.(admission); ok && n.fo == nil {
 		if _, refused := a.Admission(); refused {
 			n.stats.Rejected++
 			return
@@ -421,9 +474,21 @@ func (n *Node) receiveAdmitted(in qnet.Inbound) {
 }
 
 func (n *Node) receive(in qnet.Inbound) {
-	if in.Frame.Msg.Kind == q.Update {
+	switch in.Frame.Msg.Kind {
+	case q.Update:
 		n.deliver(in)
 		return
+	case q.Failure:
+		if n.fo != nil && in.Frame.Msg.From == in.From {
+			n.onFailure(in.From, in.Frame.Msg)
+		}
+		return
+	}
+	if n.fo != nil && n.fo.peers[in.From].down {
+		// A frame from a node put down comes from its next incarnation,
+		// which the mesh took after Down: up first, or the machines would
+		// drop what it asks.
+		n.peerUp(in.From, n.fo.mesh.Incarnation(in.From))
 	}
 	// Check before making a machine for a name never seen.
 	err := q.Check(in.Frame.Msg, n.cfg.Self, len(n.cfg.Peers))
@@ -432,6 +497,7 @@ func (n *Node) receive(in qnet.Inbound) {
 		r, err = n.resource(in.Frame.Resource)
 	}
 	if err == nil {
+		n.raiseTokens(r.m)
 		err = r.m.Step(in.Frame.Msg)
 	}
 	if err != nil {
@@ -465,6 +531,14 @@ func (n *Node) flush(r *resource) {
 		return
 	}
 	n.stats.Entries++
+	if n.fo != nil && !n.leaseValid(r, time.Now()) {
+		// A member of the quorum may free its part before the holder
+		// could use it: given back at once (see failover.go).
+		n.stats.LeasesLost++
+		n.log.Warn().Str("resource", r.name).Msg("granted, but a member of the quorum has not heard this node for the lease: releasing at once")
+		n.release(r)
+		return
+	}
 	if len(r.waiters) == 0 {
 		// The caller gave up while the request was out: give it back.
 		n.stats.Abandoned++
@@ -523,6 +597,7 @@ func (n *Node) writeTokens() {
 func (n *Node) release(r *resource) {
 	r.lease = nil
 	n.stats.Releases++
+	n.raiseTokens(r.m)
 	if err := r.m.Release(); err != nil {
 		n.log.Error().Err(err).Str("resource", r.name).Msg("release")
 	}
@@ -534,6 +609,7 @@ func (n *Node) requestIfWaiting(r *resource) {
 	if len(r.waiters) == 0 || r.m.State() != q.Idle {
 		return
 	}
+	n.raiseTokens(r.m)
 	if err := r.m.Request(); err != nil {
 		n.log.Error().Err(err).Str("resource", r.name).Msg("request")
 		return
@@ -546,6 +622,9 @@ func (n *Node) requestIfWaiting(r *resource) {
 // transport can tell: a node whose quorum leaves out a node that is down
 // takes locks all the same, once every node has accepted this incarnation.
 func (n *Node) waitAsked(ctx context.Context) error {
+	if n.fo != nil {
+		return n.waitAwake(ctx)
+	}
 	if w, ok := n.tr.(interface {
 		WaitAdmittedTo(context.Context, []int) error
 	}); ok {
@@ -568,12 +647,16 @@ func (n *Node) Acquire(ctx context.Context, name string) (*Lease, error) {
 // TryAcquire is Acquire that gives up with ErrLocked if the resource is
 // not granted within Config.TryWait.
 func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
-	if a, ok := n.tr.(admission); ok {
+	if n.fo != nil {
+		if time.Now().Before(n.fo.awake) {
+			return nil, fmt.Errorf("%w: waiting out the leases a previous incarnation may have given, until %v", ErrNotConnected, n.fo.awake.Format(time.TimeOnly))
+		}
+	} else if a, ok := n.tr.(admission); ok {
 		if _, refused := a.Admission(); refused {
 			return nil, qnet.ErrRestarted
 		}
 	}
-	if c, ok := n.tr.(interface{ AdmittedTo([]int) bool }); ok && !c.AdmittedTo(n.factory.Asks(n.cfg.Self)) {
+	if c, ok := n.tr.(interface{ AdmittedTo([]int) bool }); ok && n.fo == nil && !c.AdmittedTo(n.factory.Asks(n.cfg.Self)) {
 		return nil, ErrNotConnected
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.TryWait)
@@ -674,7 +757,9 @@ func (n *Node) Status() (Status, error) {
 	st := Status{Group: n.cfg.Group, Setup: n.cfg.Setup(), Self: n.cfg.Self, Peers: n.cfg.Peers, Quorum: n.factory.Quorum(n.cfg.Self)}
 	// The transport is read outside the loop: it has locks of its own.
 	st.Reachable = true
-	if c, ok := n.tr.(interface{ AdmittedTo([]int) bool }); ok {
+	if n.fo != nil {
+		st.Reachable = !time.Now().Before(n.fo.awake)
+	} else if c, ok := n.tr.(interface{ AdmittedTo([]int) bool }); ok {
 		st.Reachable = c.AdmittedTo(n.factory.Asks(n.cfg.Self))
 	}
 	if b, ok := n.tr.(interface{ Backlog(int) (bool, int) }); ok {

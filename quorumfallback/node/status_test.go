@@ -12,9 +12,10 @@ import (
 // Status tells the links: up or down by peer, the mesh's counters, and
 // whether the nodes this node's requests ask are reachable. Node 4 goes
 // down; node 2's quorum holds it, node 0's does not (majority coterie, as
-// in TestNodeDownStallsOnlyTheQuorumsThatHoldIt).
+// in TestNodeDownStallsOnlyTheQuorumsThatHoldIt; a protocol without
+// failure handling, which would find node 2 a substitute quorum).
 func TestStatusShowsLinks(t *testing.T) {
-	nodes, _, _ := tcpGroup(t, 5, Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "majority"})
+	nodes, _, _ := tcpGroup(t, 5, Config{Group: "t", Protocol: protocols.CaoSinghal, Coterie: "majority"})
 	contend(t, nodes[:3], 1, 5)
 	st, err := nodes[0].Status()
 	if err != nil {

@@ -53,7 +53,9 @@ type Frame struct {
 }
 
 // validKind reports whether k may travel in a frame.
-func validKind(k quorumfallback.Kind) bool { return k.Valid() || k == quorumfallback.Update }
+func validKind(k quorumfallback.Kind) bool {
+	return k.Valid() || k >= quorumfallback.Update && k <= quorumfallback.Failure
+}
 
 // AppendFrame appends f to dst, encoded: the body's length as a uvarint,
 // then the body. On error it returns dst unchanged, so that a caller

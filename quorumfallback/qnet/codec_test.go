@@ -117,7 +117,7 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"empty", nil, "truncated before kind"},
 		{"kind 0", with(func(r *raw) { r.kind = 0 }), "unknown kind 0"},
-		{"kind 9", with(func(r *raw) { r.kind = 9 }), "unknown kind 9"},
+		{"kind 12", with(func(r *raw) { r.kind = 12 }), "unknown kind 12"},
 		{"update without its data", with(func(r *raw) { r.kind = byte(qf.Update) }), "truncated in data length"},
 		{"update data too long", binary.AppendUvarint(with(func(r *raw) { r.kind = byte(qf.Update) }), MaxData+1), "data of 1025 bytes exceeds 1024"},
 		{"update data past the end", binary.AppendUvarint(with(func(r *raw) { r.kind = byte(qf.Update) }), 3), "truncated: data of 3 bytes, 0 left"},
@@ -166,7 +166,7 @@ func TestAppendRejects(t *testing.T) {
 		want   string
 	}{
 		{"kind 0", func(f *Frame) { f.Msg.Kind = 0 }, "unknown kind 0"},
-		{"kind 9", func(f *Frame) { f.Msg.Kind = 9 }, "unknown kind 9"},
+		{"kind 12", func(f *Frame) { f.Msg.Kind = 12 }, "unknown kind 12"},
 		{"negative From", func(f *Frame) { f.Msg.From = -1 }, "From -1 not in"},
 		{"To over int32", func(f *Frame) { f.Msg.To = math.MaxInt32 + 1 }, "To 2147483648 not in"},
 		{"None Arbiter", func(f *Frame) { f.Msg.Arbiter = qf.None }, "Arbiter -1 not in"},

@@ -30,7 +30,12 @@
 // grant one lock twice. So a node remembers each peer's incarnation from its
 // first hello and refuses a hello with another one, logging why: the
 // restarted node can never reach it, and whatever needs the restarted node
-// stalls, which is safe. Restart every node of a group together.
+// stalls, which is safe. Restart every node of a group together. With
+// Config.Heartbeat (a runtime that handles failures: Maekawa's, in package
+// node) a restarted node is refused only until the runtime has put its
+// previous incarnation down (Forget), and an incarnation the runtime
+// suspects is refused for good (Refuse), with an answer that tells it so
+// (Failed); see liveness.go.
 // Nodes are not authenticated: anything that can reach a node's port and
 // knows the Hello can speak for any node. Run the mesh on a trusted network.
 //

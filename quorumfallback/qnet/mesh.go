@@ -89,6 +89,7 @@ const (
 	helloWrongSetup  = 2 // another Config.Hello
 	helloWrongSender = 3 // a node index out of range, or the acceptor's own
 	helloRestarted   = 4 // the node restarted: another incarnation than before
+	helloFailed      = 5 // with Heartbeat: this incarnation was declared failed
 )
 
 // goodbye is the one byte an acceptor sends after the hello's answer: on
@@ -129,6 +130,13 @@ type Config struct {
 	// only if it authenticates with one of them. Without keys the links
 	// are plain TCP.
 	Keys []seal.Key
+	// Heartbeat, if positive, turns on the links' liveness, for a runtime
+	// that handles failures (package node): a heartbeat on every link this
+	// often, echoed by the peer, so that Heard and Acked tell when each
+	// peer was last heard, and last heard this node. A node that restarts
+	// is then refused only until Forget, and an incarnation given to
+	// Refuse for good (see liveness.go).
+	Heartbeat time.Duration
 	// Listener, if set, is used instead of listening on Peers[Self], and
 	// the mesh closes it. Tests listen on 127.0.0.1:0 first to learn the
 	// ports to put in Peers, which leaves no window for another process to
@@ -280,6 +288,8 @@ type Mesh struct {
 
 	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted, unauthenticated atomic.Uint64
 	lastWarn                                                                                        atomic.Int64
+
+	live liveness // with Config.Heartbeat
 }
 
 // peer is the queue of frames for one node and its writer's wake-up call.
@@ -340,6 +350,7 @@ func Listen(cfg Config) (*Mesh, error) {
 		incarnation:  rand.Uint64() | 1, // never 0, which means "none yet"
 	}
 	m.tls.Store(pair)
+	m.live.init(n)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	for i, addr := range cfg.Peers {
 		if i == cfg.Self {
@@ -354,6 +365,10 @@ func Listen(cfg Config) (*Mesh, error) {
 			m.wg.Add(1)
 			go m.write(p)
 		}
+	}
+	if cfg.Heartbeat > 0 {
+		m.wg.Add(1)
+		go m.heartbeats()
 	}
 	return m, nil
 }
@@ -643,6 +658,8 @@ type refusedError struct {
 	peer   int
 	addr   string
 	reason string
+	// passing: the refusal ends by itself; retry at the usual pace.
+	passing bool
 }
 
 func (e *refusedError) Error() string {
@@ -665,6 +682,10 @@ func (m *Mesh) write(p *peer) {
 			wait := m.cfg.DialRetry
 			var refused *refusedError
 			switch {
+			case errors.As(err, &refused) && refused.passing:
+				if failures == 1 {
+					m.log.Info().Err(err).Dur("retry", wait).Msg("qnet: a peer does not take this incarnation yet; retrying")
+				}
 			case errors.As(err, &refused):
 				m.refusedByPeer.Add(1)
 				wait *= refusedSlowdown
@@ -798,17 +819,24 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 	case helloAccept:
 		return nil
 	case helloWrongSetup:
-		return &refusedError{p.id, p.addr, "different setup"}
+		return &refusedError{p.id, p.addr, "different setup", false}
 	case helloWrongSender:
-		return &refusedError{p.id, p.addr, fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self)}
+		return &refusedError{p.id, p.addr, fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self), false}
+	case helloFailed:
+		m.declaredFailed()
+		return &refusedError{p.id, p.addr, "this incarnation was declared failed: the node must come back as a new one", false}
 	case helloRestarted:
+		if m.cfg.Heartbeat > 0 {
+			// It takes this incarnation once it has put the last one down.
+			return &refusedError{p.id, p.addr, "waiting for that node to put this node's previous incarnation down", true}
+		}
 		m.mu.Lock()
 		if !m.refusedRestart.Swap(true) {
 			close(m.changed) // wake the waiters: they fail with ErrRestarted
 			m.changed = make(chan struct{})
 		}
 		m.mu.Unlock()
-		return &refusedError{p.id, p.addr, "this node restarted while that one kept running, and the protocols cannot take back a node that lost its state: restart every node of the group"}
+		return &refusedError{p.id, p.addr, "this node restarted while that one kept running, and the protocols cannot take back a node that lost its state: restart every node of the group", false}
 	}
 	return fmt.Errorf("qnet: peer %d at %s answered hello with unknown byte %#02x", p.id, p.addr, answer[0])
 }
@@ -960,7 +988,16 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, ok bool) {
 		m.foreignHello.Add(1)
 		m.log.Warn().Str("remote", remote).Uint64("node", idx).Str("theirs", string(hello)).Str("ours", m.cfg.Hello).
 			Msg("qnet: refused a hello: different setup (group, protocol, coterie, size or peer list: every node must be given the same, peers in the same order)")
-	case !m.sameIncarnation(int(idx), inc):
+	case m.cfg.Heartbeat > 0 && m.live.refused(int(idx), inc):
+		answer = helloFailed
+		m.restarted.Add(1)
+		m.log.Info().Str("remote", remote).Uint64("node", idx).Msg("qnet: refused an incarnation declared failed: it must come back as a new one")
+	case m.cfg.Heartbeat > 0 && !m.takeIncarnation(int(idx), inc):
+		answer = helloRestarted
+		m.restarted.Add(1)
+		m.log.Info().Str("remote", remote).Uint64("node", idx).
+			Msg("qnet: a node came back as a new incarnation: taken once its previous one is put down (its leases run out)")
+	case m.cfg.Heartbeat == 0 && !m.sameIncarnation(int(idx), inc):
 		answer = helloRestarted
 		m.restarted.Add(1)
 		m.log.Error().Str("remote", remote).Uint64("node", idx).
@@ -1007,6 +1044,9 @@ func (m *Mesh) readFrames(from int, c net.Conn, br *bufio.Reader) {
 		k := f.Msg.Kind
 		m.recvFrames[k].Add(1)
 		m.recvBytes[k].Add(uint64(uvarintLen(size)) + size)
+		if m.cfg.Heartbeat > 0 && m.live.heard(from, f.Msg, m) {
+			continue // a heartbeat or an echo: the mesh's own
+		}
 		select {
 		case m.inbound <- Inbound{From: from, Frame: f}:
 		case <-m.closed:

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// Quorum mode survives a failed node, end to end: seven `mcnode run
+// --mode quorum --algo maekawa --coterie tree` daemons, one per host of a
+// LAN of network namespaces, and `mcnode lock` loops on every host
+// guarding one shared log file. Node 1, an inner node of the tree (in the
+// quorums of nodes 1, 3 and 4, and of their substitutes' paths), is killed
+// with SIGKILL: every other host takes the lock again within the bound
+// (detection, a lease and its margin after node 1 was last heard, and a
+// few seconds of slack for a loaded host), through substitute quorums; no
+// two critical sections overlap and the fencing tokens increase. Node 1's
+// daemon then restarts, rejoins as a new incarnation once the others have
+// put the old one down and it has waited out the old one's leases, and
+// takes the lock again.
+func TestE2EQuorumFailover(t *testing.T) {
+	const hosts = 7
+	c := newQuorumCluster(t, hosts, "maekawa", "tree")
+	all := []int{0, 1, 2, 3, 4, 5, 6}
+	l := startLockLoops(c, all, 2)
+	t.Cleanup(func() {
+		select {
+		case <-l.stop:
+		default:
+			l.halt(t)
+		}
+	})
+	waitLines(t, l, 2*hosts)
+	// Defaults: 1 s to detect, a 1.5 s lease and a 300 ms margin.
+	const bound = 1*time.Second + 1500*time.Millisecond + 300*time.Millisecond + 6*time.Second
+	l.quiet(1)
+	c.kill(1)
+	killed := time.Now()
+	others := []int{0, 2, 3, 4, 5, 6}
+	waitSectionsAfter(t, l, others, killed, bound, "after node 1 was killed")
+	c.startDaemon(1)
+	restarted := time.Now()
+	l.resume()
+	waitSectionsAfter(t, l, []int{1}, restarted, bound+2*time.Second, "on the restarted node 1")
+	waitSectionsAfter(t, l, others, time.Now(), bound, "with node 1 back")
+	l.halt(t)
+	t.Logf("%d critical sections, none overlapping, tokens increasing", len(l.sections(t)))
+}
+
+// waitSectionsAfter waits until each of hosts has begun a critical section
+// after at, within bound, and logs how long each took.
+func waitSectionsAfter(t *testing.T, l *lockLoop, hosts []int, at time.Time, bound time.Duration, what string) {
+	t.Helper()
+	deadline := at.Add(bound)
+	for {
+		first := map[int]time.Duration{}
+		for _, s := range l.sections(t) {
+			if begun := time.Unix(0, s.first); begun.After(at) {
+				if _, ok := first[s.host]; !ok {
+					first[s.host] = begun.Sub(at)
+				}
+			}
+		}
+		missing := []int{}
+		for _, h := range hosts {
+			if _, ok := first[h]; !ok {
+				missing = append(missing, h)
+			}
+		}
+		if len(missing) == 0 {
+			t.Logf("%s: each host's first critical section began after %v", what, first)
+			return
+		}
+		if time.Now().After(deadline) {
+			l.mu.Lock()
+			for _, e := range l.errs {
+				t.Log(e)
+			}
+			l.mu.Unlock()
+			t.Fatalf("%s: hosts %v took no lock within %v (the others after %v)", what, missing, bound, first)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

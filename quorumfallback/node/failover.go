@@ -1,0 +1,288 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	q "github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
+)
+
+// Failure handling, for protocols whose machines can go on without a
+// failed node (q.FaultTolerant: Maekawa), over the TCP mesh. It keeps the
+// rules the seeded simulation checks (the quorumfallback package doc,
+// "Failures"; quorumfallback/sim Faults):
+//
+//   - The mesh's heartbeats tell when each peer was last heard (Heard), and
+//     last heard this node (Acked).
+//   - A peer not heard for Config.Detect is suspected: its incarnation is
+//     refused for good (its connection closed, its hellos answered so that
+//     it knows) and every peer is told (failure(i), which they act on as
+//     their own suspicion).
+//   - A lease plus the margin after the peer was last heard, every machine
+//     puts it down (Down), and the mesh takes its next incarnation; once
+//     that one connects, the machines put it up again (Up).
+//   - A holder whose quorum holds a member that has not acked a heartbeat
+//     for the lease minus the margin loses its lock (Lost): that member may
+//     free it after the lease plus the margin.
+//   - A node acts on nothing for the lease plus the margin after it starts:
+//     every permission a previous incarnation gave has run out by then.
+//   - Grants' fencing tokens are at least the wall clock in microseconds
+//     (RaiseTokens before every step).
+//
+// A node that learns it was declared failed loses its locks, fails its
+// waiters with ErrFailed and closes: it comes back by starting anew (the
+// daemon does so), as a new incarnation.
+
+// ErrFailed: this node's peers declared it failed (they did not hear it for
+// Config.Detect): it lost its locks and closed; start it anew to rejoin.
+var ErrFailed = errors.New("node: declared failed by its peers (they did not hear it): its locks are lost; it comes back as a new incarnation")
+
+// errQuorumSilent is why a lease is lost to the failure handling.
+var errQuorumSilent = errors.New("a member of the lock's quorum has not heard this node for the lease, and may give its part of the lock to another")
+
+// Defaults of the failure handling.
+const (
+	DefaultLease       = 1500 * time.Millisecond
+	DefaultLeaseMargin = 300 * time.Millisecond
+	DefaultDetect      = 1 * time.Second
+)
+
+// liveMesh is what the failure handling needs of the mesh.
+type liveMesh interface {
+	Heard(i int) time.Time
+	Acked(i int) time.Time
+	Started() time.Time
+	Incarnation(i int) uint64
+	Refuse(i int, inc uint64) bool
+	Forget(i int)
+	Failed() <-chan struct{}
+}
+
+// failover is the node's failure handling; nil when off.
+type failover struct {
+	mesh                 liveMesh
+	lease, margin        time.Duration
+	detect               time.Duration
+	awake                time.Time // start + lease + margin
+	peers                []peerLife
+	ticker               *time.Ticker
+	downs, ups, suspects uint64
+}
+
+// peerLife is what the node knows of one peer's incarnations.
+type peerLife struct {
+	refused uint64    // the incarnation refused (0: none)
+	downAt  time.Time // when Down is due (zero: none pending)
+	down    bool      // the machines hold it down
+	upAt    time.Time // when its current incarnation was put up
+}
+
+// startFailover turns failure handling on if the machines tolerate
+// failures and the transport is a mesh with heartbeats.
+func (n *Node) startFailover() {
+	m, err := n.factory.New(n.cfg.Self)
+	if err != nil {
+		return
+	}
+	lm, ok := n.tr.(liveMesh)
+	if _, ft := m.(q.FaultTolerant); !ft || !ok || n.cfg.Detect <= 0 {
+		return
+	}
+	f := &failover{mesh: lm, lease: n.cfg.Lease, margin: n.cfg.LeaseMargin, detect: n.cfg.Detect, peers: make([]peerLife, len(n.cfg.Peers))}
+	f.awake = lm.Started().Add(f.lease + f.margin)
+	f.ticker = time.NewTicker(min(n.cfg.Detect/10, 50*time.Millisecond))
+	n.fo = f
+	n.log.Info().Dur("lease", f.lease).Dur("margin", f.margin).Dur("detect", f.detect).Time("acts_from", f.awake).
+		Msg("failure handling on: a node not heard for the detection time is put down a lease after; this node acts once every lease a previous incarnation gave has run out")
+}
+
+// awakeCh returns a channel closed when the node may act (see failover).
+func (f *failover) awakeCh() <-chan struct{} {
+	ch := make(chan struct{})
+	time.AfterFunc(time.Until(f.awake), func() { close(ch) })
+	return ch
+}
+
+// raiseTokens is the hybrid clock: no grant below the wall clock.
+func (n *Node) raiseTokens(m q.Protocol) {
+	if n.fo != nil {
+		m.RaiseTokens(uint64(time.Now().UnixMicro()))
+	}
+}
+
+// checkFailures runs on every tick of the failure handling.
+func (n *Node) checkFailures() {
+	f, now := n.fo, time.Now()
+	for i := range f.peers {
+		if i == n.cfg.Self {
+			continue
+		}
+		p := &f.peers[i]
+		inc := f.mesh.Incarnation(i)
+		switch {
+		case p.down && inc != 0 && inc != p.refused:
+			n.peerUp(i, inc)
+		case !p.down && !p.downAt.IsZero() && p.refused == 0 && inc != 0:
+			// Suspected before any incarnation of it was heard, and here
+			// it is: this node knew none before, so none holds anything
+			// here to put down (and this one may already).
+			p.downAt = time.Time{}
+			n.log.Info().Int("peer", i).Msg("peer not heard at first is there: not suspected any more")
+		case !p.down && p.downAt.IsZero() && now.Sub(n.heard(i)) > f.detect:
+			n.suspect(i, inc, "not heard for the detection time")
+		case !p.downAt.IsZero() && !now.Before(p.downAt):
+			n.peerDown(i)
+		}
+	}
+	for _, r := range n.res {
+		if r.lease != nil && !n.leaseValid(r, now) {
+			n.log.Warn().Str("resource", r.name).Msg("lock lost: a member of its quorum has not heard this node for the lease; it may give the lock to another")
+			n.stats.LeasesLost++
+			r.lease.lose(errQuorumSilent)
+			n.release(r)
+		}
+	}
+}
+
+// heard is when peer i was last heard, counted from this node's start and
+// from when its incarnation was put up: a new incarnation is not suspected
+// for its predecessor's silence before its first frame.
+func (n *Node) heard(i int) time.Time {
+	h := n.fo.mesh.Heard(i)
+	for _, t := range []time.Time{n.fo.mesh.Started(), n.fo.peers[i].upAt} {
+		if t.After(h) {
+			h = t
+		}
+	}
+	return h
+}
+
+// suspect refuses peer i's incarnation inc (0: none known yet), tells the
+// others, and puts i down a lease after it was last heard.
+func (n *Node) suspect(i int, inc uint64, why string) {
+	f := n.fo
+	p := &f.peers[i]
+	if p.down || !p.downAt.IsZero() {
+		return
+	}
+	f.suspects++
+	if inc != 0 {
+		f.mesh.Refuse(i, inc)
+		p.refused = inc
+		for j := range n.cfg.Peers {
+			if j != n.cfg.Self && j != i {
+				_ = n.tr.Send(j, qnet.Frame{Msg: q.Message{Kind: q.Failure, From: n.cfg.Self, To: j, Arbiter: n.cfg.Self, Site: i, Token: inc}})
+			}
+		}
+	}
+	p.downAt = n.heard(i).Add(f.lease + f.margin)
+	n.log.Warn().Int("peer", i).Uint64("incarnation", inc).Str("why", why).Time("down_at", p.downAt).
+		Msg("peer suspected: refused from now on; put down once its lease has run out")
+}
+
+// peerDown puts peer i down on every machine, and lets its next
+// incarnation in.
+func (n *Node) peerDown(i int) {
+	f := n.fo
+	p := &f.peers[i]
+	p.downAt, p.down = time.Time{}, true
+	f.downs++
+	for _, r := range n.res {
+		n.raiseTokens(r.m)
+		r.m.(q.FaultTolerant).Down(i)
+		n.flush(r)
+	}
+	f.mesh.Forget(i)
+	n.log.Warn().Int("peer", i).Msg("peer put down: requests that needed it ask substitute quorums, what it held here is freed")
+}
+
+// peerUp puts peer i, back as incarnation inc, up on every machine.
+func (n *Node) peerUp(i int, inc uint64) {
+	f := n.fo
+	f.peers[i].down, f.peers[i].upAt = false, time.Now()
+	f.ups++
+	for _, r := range n.res {
+		r.m.(q.FaultTolerant).Up(i)
+		n.flush(r)
+	}
+	n.log.Info().Int("peer", i).Uint64("incarnation", inc).Msg("peer back as a new incarnation")
+}
+
+// onFailure acts on failure(i) from a peer: as its own suspicion, unless it
+// names this node, which then learns it was declared failed.
+func (n *Node) onFailure(from int, m q.Message) {
+	i, inc := m.Site, m.Token
+	if i < 0 || i >= len(n.cfg.Peers) {
+		return
+	}
+	if i == n.cfg.Self {
+		n.log.Error().Int("from", from).Msg("this node was declared failed by a peer")
+		n.declaredFailed()
+		return
+	}
+	if inc != 0 && n.fo.mesh.Incarnation(i) == inc {
+		n.suspect(i, inc, "failure notice from a peer")
+	}
+}
+
+// declaredFailed loses every lock, fails every waiter and closes the node.
+func (n *Node) declaredFailed() {
+	if n.failedErr != nil {
+		return
+	}
+	n.failedErr = ErrFailed
+	for _, r := range n.res {
+		if r.lease != nil {
+			r.lease.lose(ErrFailed)
+		}
+		for _, w := range r.waiters {
+			w.ch <- result{err: ErrFailed}
+		}
+		r.waiters = nil
+	}
+	go n.Close()
+}
+
+// leaseValid reports whether every member of r's quorum heard this node
+// within the lease minus the margin.
+func (n *Node) leaseValid(r *resource, now time.Time) bool {
+	f := n.fo
+	for _, k := range r.m.(q.FaultTolerant).Quorum() {
+		if k == n.cfg.Self {
+			continue
+		}
+		a := f.mesh.Acked(k)
+		if a.IsZero() || !now.Before(a.Add(f.lease-f.margin)) {
+			return false
+		}
+	}
+	return true
+}
+
+// newMachine tells a new machine which peers are down.
+func (n *Node) newMachine(m q.Protocol) {
+	if n.fo == nil {
+		return
+	}
+	for i, p := range n.fo.peers {
+		if p.down {
+			m.(q.FaultTolerant).Down(i)
+		}
+	}
+}
+
+// waitAwake waits until the node may act.
+func (n *Node) waitAwake(ctx context.Context) error {
+	t := time.NewTimer(time.Until(n.fo.awake))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-n.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

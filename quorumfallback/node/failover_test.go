@@ -1,0 +1,280 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	q "github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/quorumfallback/protocols"
+)
+
+// fastFailover is a Maekawa group's config with short failure timings, so
+// that a test waits a fraction of a second for what takes seconds by
+// default.
+func fastFailover(coterie string) Config {
+	return Config{Group: "t", Protocol: protocols.Maekawa, Coterie: coterie, TryWait: 100 * time.Millisecond,
+		Lease: 400 * time.Millisecond, LeaseMargin: 80 * time.Millisecond, Detect: 200 * time.Millisecond}
+}
+
+// failoverBound is how long after a node dies the others may wait for a
+// lock that needed it: detection, then a lease and the margin after it was
+// last heard, then a round of requests (generous on a loaded host).
+func failoverBound(cfg Config) time.Duration {
+	return cfg.Detect + cfg.Lease + cfg.LeaseMargin + time.Second
+}
+
+// A node that dies no longer stalls the requests whose quorum held it:
+// with node 4 of 5 down (majority coterie: node 2 asks 2, 3 and 4), node 2
+// takes the lock through a substitute quorum within the bound, and the
+// live nodes go on excluding each other with increasing tokens.
+func TestFailoverNodeDown(t *testing.T) {
+	cfg := fastFailover("majority")
+	nodes, _, _ := tcpGroup(t, 5, cfg)
+	contend(t, nodes, 1, 3)
+	nodes[4].Close()
+	died := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), failoverBound(cfg))
+	defer cancel()
+	l, err := nodes[2].Acquire(ctx, "x")
+	if err != nil {
+		t.Fatalf("node 2, whose quorum held node 4, %v after node 4 died: %v", time.Since(died), err)
+	}
+	t.Logf("node 2 took the lock %v after node 4 died", time.Since(died).Round(time.Millisecond))
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	contend(t, nodes[:4], 2, 5)
+}
+
+// A holder that dies loses its lock to the others once its lease has run
+// out, not before, and the next holder's fencing token is above the dead
+// one's, which no live node ever saw released.
+func TestFailoverHolderDies(t *testing.T) {
+	cfg := fastFailover("tree")
+	nodes, _, _ := tcpGroup(t, 7, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	held, err := nodes[1].Acquire(ctx, "x") // node 1: an inner node of the tree
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[1].Close()
+	died := time.Now()
+	l, err := nodes[5].Acquire(ctx, "x") // node 5's tree path holds node 2, not 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := time.Since(died)
+	if waited < cfg.Lease-cfg.LeaseMargin {
+		t.Errorf("the lock moved on %v after its holder died, within its lease", waited)
+	}
+	if l.Token() <= held.Token() {
+		t.Errorf("token %d after the dead holder's %d", l.Token(), held.Token())
+	}
+	t.Logf("the lock moved on %v after its holder died; tokens %d then %d", waited.Round(time.Millisecond), held.Token(), l.Token())
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 3, 4} { // quorums through node 1: substitutes
+		ctx, cancel := context.WithTimeout(context.Background(), failoverBound(cfg))
+		l, err := nodes[i].Acquire(ctx, "x")
+		cancel()
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		l.Release()
+	}
+}
+
+// A node that restarts rejoins the running group as a new incarnation,
+// once the others have put its previous one down and it has waited out the
+// leases that one gave; then it takes locks again, and so do the others.
+func TestFailoverRestartRejoins(t *testing.T) {
+	cfg := fastFailover("tree")
+	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	nodes, peers, start := tcpGroup(t, 7, cfg)
+	contend(t, nodes, 1, 2)
+	nodes[1].Close()
+	l, err := net.Listen("tcp", peers[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[1] = start(1, l)
+	if _, err := nodes[1].TryAcquire(context.Background(), "x"); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("a new incarnation took a lock at once: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*failoverBound(cfg))
+	defer cancel()
+	lease, err := nodes[1].Acquire(ctx, "x")
+	if err != nil {
+		st, _ := nodes[1].Status()
+		t.Fatalf("the restarted node: %v; status %+v", err, st)
+	}
+	lease.Release()
+	contend(t, nodes, 1, 3)
+	st, _ := nodes[0].Status()
+	t.Logf("node 0: %d leases lost, quorum %v", st.Stats.LeasesLost, st.Quorum)
+}
+
+var _ = q.None
+
+// linkProxy stands in front of one node's listener, as its address in the
+// peer list, and can cut the links of a dialling node (the qnet hello's
+// fifth byte names it): what is open is closed, and new ones are dropped,
+// until mended. A node cut everywhere is alive but unreachable.
+type linkProxy struct {
+	target string
+	l      net.Listener
+	mu     sync.Mutex
+	cut    map[byte]bool
+	conns  map[byte][]net.Conn
+}
+
+func newLinkProxy(t *testing.T, target string) *linkProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &linkProxy{target: target, l: l, cut: map[byte]bool{}, conns: map[byte][]net.Conn{}}
+	t.Cleanup(func() { l.Close(); p.setCut(255, true) })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(c)
+		}
+	}()
+	return p
+}
+
+func (p *linkProxy) forward(c net.Conn) {
+	defer c.Close()
+	var head [5]byte
+	if _, err := io.ReadFull(c, head[:]); err != nil {
+		return
+	}
+	from := head[4]
+	d, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	p.mu.Lock()
+	if p.cut[from] || p.cut[255] {
+		p.mu.Unlock()
+		return
+	}
+	p.conns[from] = append(p.conns[from], c, d)
+	p.mu.Unlock()
+	if _, err := d.Write(head[:]); err != nil {
+		return
+	}
+	go func() { _, _ = io.Copy(d, c); d.Close() }()
+	_, _ = io.Copy(c, d)
+}
+
+// setCut cuts (or mends) the links from node from; 255: from everyone.
+func (p *linkProxy) setCut(from byte, cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut[from] = cut
+	if !cut {
+		return
+	}
+	for f, cs := range p.conns {
+		if f == from || from == 255 {
+			for _, c := range cs {
+				c.Close()
+			}
+			delete(p.conns, f)
+		}
+	}
+}
+
+// A holder cut off from the group while alive (false suspicion) loses its
+// lock before any other node takes it; the others go on without it; when
+// the cut mends, it learns it was declared failed and closes (a new
+// incarnation takes its place, as a restart does).
+func TestFailoverCutHolderLosesItsLockFirst(t *testing.T) {
+	cfg := fastFailover("majority")
+	const n = 5
+	listeners, real := loopbackListeners(t, n)
+	proxies := make([]*linkProxy, n)
+	peers := make([]string, n)
+	for i := range proxies {
+		proxies[i] = newLinkProxy(t, real[i])
+		peers[i] = proxies[i].l.Addr().String()
+	}
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		c := cfg
+		c.Self, c.Peers, c.Listener = i, peers, listeners[i]
+		nd, err := Start(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes[i] = nd
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	held, err := nodes[0].Acquire(ctx, "x") // quorum {0, 1, 2}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	proxies[0].setCut(255, true)
+	for i := 1; i < n; i++ {
+		proxies[i].setCut(0, true)
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		l, err := nodes[1].Acquire(ctx, "x")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		got <- time.Now()
+		l.Release()
+	}()
+	var lost time.Time
+	select {
+	case <-held.Lost():
+		lost = time.Now()
+	case <-ctx.Done():
+		t.Fatal("the cut-off holder never lost its lock")
+	}
+	var taken time.Time
+	select {
+	case taken = <-got:
+	case <-ctx.Done():
+		t.Fatal("the others never took the lock")
+	}
+	if !lost.Before(taken) {
+		t.Fatalf("node 1 took the lock %v after the cut, before the cut-off holder lost it (%v)", taken.Sub(cut), lost.Sub(cut))
+	}
+	t.Logf("cut-off holder lost the lock %v after the cut, node 1 took it %v after: %v", lost.Sub(cut).Round(time.Millisecond), taken.Sub(cut).Round(time.Millisecond), held.Err())
+	contend(t, nodes[1:], 1, 3)
+	for i := range proxies {
+		proxies[i].setCut(0, false)
+		proxies[i].setCut(255, false)
+	}
+	select {
+	case <-nodes[0].Done():
+	case <-ctx.Done():
+		t.Fatal("the cut-off node never learned it was declared failed")
+	}
+	if _, err := nodes[0].Acquire(context.Background(), "x"); err == nil {
+		t.Fatal("a node declared failed took a lock")
+	}
+}

@@ -1,0 +1,198 @@
+package qnet
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcnode/mcnode/quorumfallback"
+)
+
+// With Config.Heartbeat the mesh tells a runtime that handles failures
+// (package node) what it needs for its leases:
+//
+//   - Heard(i): when a frame of node i last arrived (any frame: the
+//     heartbeat only fills silence). A runtime suspects a node it has not
+//     heard for a while.
+//   - Acked(i): the send time of the last heartbeat node i echoed. Node i
+//     heard this node then, or later: a lease that i keeps for this node
+//     (i frees what this node holds only a lease after it last heard it)
+//     runs at least until Acked(i) plus the lease, measured here.
+//
+// And it lets a node come back: a peer that restarts (a new incarnation)
+// is refused until the runtime has put its previous incarnation down and
+// calls Forget; an incarnation given to Refuse is refused for good, with
+// an answer that tells it so (Failed), and its connection is closed.
+
+// liveness is the mesh's record of its peers' liveness.
+type liveness struct {
+	start time.Time
+	// heardAt and ackedAt are nanoseconds since start, 0 for never.
+	heardAt, ackedAt []atomic.Int64
+
+	mu        sync.Mutex
+	forgotten []bool   // the next incarnation of node i is taken
+	refusedAt []uint64 // node i's incarnation refused for good (0: none)
+	failed    chan struct{}
+	wasFailed bool
+}
+
+func (l *liveness) init(n int) {
+	l.start = time.Now()
+	l.heardAt, l.ackedAt = make([]atomic.Int64, n), make([]atomic.Int64, n)
+	l.forgotten, l.refusedAt = make([]bool, n), make([]uint64, n)
+	l.failed = make(chan struct{})
+}
+
+// since is now in nanoseconds since start, never 0.
+func (l *liveness) since() int64 { return max(int64(time.Since(l.start)), 1) }
+
+func (l *liveness) at(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return l.start.Add(time.Duration(ns))
+}
+
+// heard records a frame from node from, answers a heartbeat with an echo,
+// and reports whether the frame was the mesh's own.
+func (l *liveness) heard(from int, msg quorumfallback.Message, m *Mesh) bool {
+	l.heardAt[from].Store(l.since())
+	switch msg.Kind {
+	case quorumfallback.Heartbeat:
+		_ = m.Send(from, liveFrame(quorumfallback.Echo, m.cfg.Self, from, msg.Seq))
+		return true
+	case quorumfallback.Echo:
+		for {
+			old := l.ackedAt[from].Load()
+			if int64(msg.Seq) <= old || int64(msg.Seq) > l.since() || l.ackedAt[from].CompareAndSwap(old, int64(msg.Seq)) {
+				break // older, or from the future (not ours), or recorded
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func liveFrame(kind quorumfallback.Kind, from, to int, seq uint64) Frame {
+	return Frame{Msg: quorumfallback.Message{Kind: kind, From: from, To: to, Arbiter: from, Seq: seq, Site: quorumfallback.None}}
+}
+
+// heartbeats sends a heartbeat on every link that is up, every
+// Config.Heartbeat, until Close.
+func (m *Mesh) heartbeats() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.closed:
+			return
+		case <-t.C:
+		}
+		for _, p := range m.peers {
+			if p == nil {
+				continue
+			}
+			if up, queued := m.Backlog(p.id); up && queued < 64 {
+				_ = m.Send(p.id, liveFrame(quorumfallback.Heartbeat, m.cfg.Self, p.id, uint64(m.live.since())))
+			}
+		}
+	}
+}
+
+// Heard returns when a frame of node i last arrived (zero: never).
+func (m *Mesh) Heard(i int) time.Time { return m.live.at(m.live.heardAt[i].Load()) }
+
+// Acked returns the send time of the last heartbeat node i echoed (zero:
+// none): node i heard this node at that time or later.
+func (m *Mesh) Acked(i int) time.Time { return m.live.at(m.live.ackedAt[i].Load()) }
+
+// Started returns when the mesh started.
+func (m *Mesh) Started() time.Time { return m.live.start }
+
+// Incarnation returns the incarnation of node i that this node takes (0:
+// none yet).
+func (m *Mesh) Incarnation(i int) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.incarnations[i]
+}
+
+// Refuse refuses node i's incarnation inc for good, if it is the one taken:
+// its connection is closed, and its hellos are answered so that it knows.
+// It reports whether it did.
+func (m *Mesh) Refuse(i int, inc uint64) bool {
+	if i < 0 || i >= m.n || i == m.cfg.Self || inc == 0 {
+		return false
+	}
+	m.mu.Lock()
+	taken := m.incarnations[i] == inc
+	in := m.incoming[i]
+	m.mu.Unlock()
+	if !taken {
+		return false
+	}
+	m.live.mu.Lock()
+	m.live.refusedAt[i] = inc
+	m.live.mu.Unlock()
+	if in != nil {
+		in.c.Close()
+	}
+	return true
+}
+
+// Forget lets node i's next incarnation in: the runtime has put the one
+// before down. The frames still queued for node i are dropped (counted as
+// lost): they were for the incarnation put down, and the next one would
+// take them for its own (a request given up would hold its lock forever).
+func (m *Mesh) Forget(i int) {
+	if i < 0 || i >= m.n || i == m.cfg.Self {
+		return
+	}
+	m.live.mu.Lock()
+	m.live.forgotten[i] = true
+	m.live.mu.Unlock()
+	p := m.peers[i]
+	p.mu.Lock()
+	m.lost.Add(uint64(p.queued))
+	p.buf, p.queued = p.buf[:0], 0
+	p.mu.Unlock()
+}
+
+// Failed returns a channel closed once a peer has answered that this
+// incarnation was declared failed: the node must come back as a new one.
+func (m *Mesh) Failed() <-chan struct{} { return m.live.failed }
+
+func (m *Mesh) declaredFailed() {
+	m.live.mu.Lock()
+	defer m.live.mu.Unlock()
+	if !m.live.wasFailed {
+		m.live.wasFailed = true
+		close(m.live.failed)
+	}
+}
+
+// refused reports whether node i's incarnation inc was refused for good.
+func (l *liveness) refused(i int, inc uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refusedAt[i] == inc
+}
+
+// takeIncarnation records node i's incarnation on its first hello, or on
+// the first after Forget, and reports whether inc is the one taken.
+func (m *Mesh) takeIncarnation(i int, inc uint64) bool {
+	m.live.mu.Lock()
+	forgotten := m.live.forgotten[i]
+	m.live.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.incarnations[i] == 0 || forgotten && m.incarnations[i] != inc {
+		m.incarnations[i] = inc
+		m.live.mu.Lock()
+		m.live.forgotten[i] = false
+		m.live.mu.Unlock()
+	}
+	return m.incarnations[i] == inc
+}
