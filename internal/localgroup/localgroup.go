@@ -147,7 +147,7 @@ func startQuorum(ctx context.Context, opt Options) (*Group, error) {
 		listeners[i], base.Peers[i] = l, l.Addr().String()
 	}
 	for i := range listeners {
-		m, err := qnet.Listen(qnet.Config{Self: i, Peers: base.Peers, Hello: base.Hello(), Logger: opt.Logger, Listener: listeners[i], Keys: opt.Keys})
+		m, err := qnet.Listen(qnet.Config{Self: i, Peers: base.Peers, Hello: base.Hello(), Logger: opt.Logger, Listener: listeners[i], Keys: opt.Keys, Heartbeat: base.Heartbeat()})
 		if err != nil {
 			for _, l := range listeners[i:] {
 				l.Close()
@@ -169,7 +169,7 @@ func startQuorum(ctx context.Context, opt Options) (*Group, error) {
 		g.Nodes = append(g.Nodes, mcnode.Wrap(nd))
 	}
 	for i, nd := range g.Nodes {
-		if err := mcnode.Unwrap(nd).(*node.Node).WaitConnected(ctx); err != nil {
+		if err := mcnode.Unwrap(nd).(*node.Node).WaitReady(ctx); err != nil {
 			return g, fmt.Errorf("node %d: links: %w", i, err)
 		}
 	}

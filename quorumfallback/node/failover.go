@@ -3,9 +3,11 @@ package node
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	q "github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/quorumfallback/protocols"
 	"github.com/mcnode/mcnode/quorumfallback/qnet"
 )
 
@@ -49,8 +51,30 @@ const (
 	DefaultDetect      = 1 * time.Second
 )
 
+// Heartbeat is how often the mesh of a node with this config must send
+// heartbeats (qnet.Config.Heartbeat): a fifth of the detection time for a
+// protocol with failure handling, else none.
+func (c Config) Heartbeat() time.Duration {
+	f, err := protocols.NewFactory(c.Setup())
+	if err != nil || c.Detect < 0 {
+		return 0
+	}
+	m, err := f.New(max(c.Self, 0))
+	if err != nil {
+		return 0
+	}
+	if _, ft := m.(q.FaultTolerant); !ft {
+		return 0
+	}
+	if c.Detect == 0 {
+		return DefaultDetect / 5
+	}
+	return c.Detect / 5
+}
+
 // liveMesh is what the failure handling needs of the mesh.
 type liveMesh interface {
+	Live() bool
 	Heard(i int) time.Time
 	Acked(i int) time.Time
 	Started() time.Time
@@ -87,7 +111,7 @@ func (n *Node) startFailover() {
 		return
 	}
 	lm, ok := n.tr.(liveMesh)
-	if _, ft := m.(q.FaultTolerant); !ft || !ok || n.cfg.Detect <= 0 {
+	if _, ft := m.(q.FaultTolerant); !ft || !ok || !lm.Live() || n.cfg.Detect <= 0 {
 		return
 	}
 	f := &failover{mesh: lm, lease: n.cfg.Lease, margin: n.cfg.LeaseMargin, detect: n.cfg.Detect, peers: make([]peerLife, len(n.cfg.Peers))}
@@ -285,4 +309,33 @@ func (n *Node) waitAwake(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// quorumReachable reports whether the node may take a lock now: it has
+// waited out its start, and a quorum exists among itself and the peers
+// whose links are up and that are not put down (its own set, or a
+// substitute).
+func (n *Node) quorumReachable() bool {
+	if time.Now().Before(n.fo.awake) {
+		return false
+	}
+	b, ok := n.tr.(interface{ Backlog(int) (bool, int) })
+	alive := func(i int) bool {
+		if i == n.cfg.Self {
+			return true
+		}
+		up := true
+		if ok {
+			up, _ = b.Backlog(i)
+		}
+		return up && !n.fo.peers[i].down
+	}
+	if !slices.ContainsFunc(n.factory.Quorum(n.cfg.Self), func(i int) bool { return !alive(i) }) {
+		return true
+	}
+	if sub := n.factory.Coterie.Substitute(n.cfg.Self); sub != nil {
+		_, found := sub(alive)
+		return found
+	}
+	return false
 }

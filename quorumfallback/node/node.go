@@ -266,13 +266,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		var heartbeat time.Duration
-		if m, err := f.New(cfg.Self); err == nil && cfg.Detect > 0 {
-			if _, ft := m.(q.FaultTolerant); ft {
-				heartbeat = cfg.Detect / 5
-			}
-		}
-		mesh, err := qnet.Listen(qnet.Config{Self: cfg.Self, Peers: cfg.Peers, Hello: cfg.Hello(), Logger: cfg.Logger, Listener: cfg.Listener, Keys: cfg.Keys, Heartbeat: heartbeat})
+		mesh, err := qnet.Listen(qnet.Config{Self: cfg.Self, Peers: cfg.Peers, Hello: cfg.Hello(), Logger: cfg.Logger, Listener: cfg.Listener, Keys: cfg.Keys, Heartbeat: cfg.Heartbeat()})
 		if err != nil {
 			return nil, err
 		}
@@ -310,6 +304,19 @@ func Start(cfg Config) (*Node, error) {
 func (n *Node) WaitConnected(ctx context.Context) error {
 	if w, ok := n.tr.(interface{ WaitConnected(context.Context) error }); ok {
 		return w.WaitConnected(ctx)
+	}
+	return nil
+}
+
+// WaitReady waits until the node may take locks: its links are up and,
+// with failure handling, it has waited out the leases a previous
+// incarnation may have given (failover.go).
+func (n *Node) WaitReady(ctx context.Context) error {
+	if err := n.WaitConnected(ctx); err != nil {
+		return err
+	}
+	if n.fo != nil {
+		return n.waitAwake(ctx)
 	}
 	return nil
 }
@@ -758,7 +765,7 @@ func (n *Node) Status() (Status, error) {
 	// The transport is read outside the loop: it has locks of its own.
 	st.Reachable = true
 	if n.fo != nil {
-		st.Reachable = !time.Now().Before(n.fo.awake)
+		st.Reachable = false // below, on the loop: it reads the peers' state
 	} else if c, ok := n.tr.(interface{ AdmittedTo([]int) bool }); ok {
 		st.Reachable = c.AdmittedTo(n.factory.Asks(n.cfg.Self))
 	}
@@ -773,6 +780,9 @@ func (n *Node) Status() (Status, error) {
 		st.Net = &net
 	}
 	err := n.call(context.Background(), func() {
+		if n.fo != nil {
+			st.Reachable = n.quorumReachable()
+		}
 		st.Stats = n.stats
 		st.Machines = len(n.res)
 		for name, r := range n.res {

@@ -108,6 +108,9 @@ func (m *Mesh) Heard(i int) time.Time { return m.live.at(m.live.heardAt[i].Load(
 // none): node i heard this node at that time or later.
 func (m *Mesh) Acked(i int) time.Time { return m.live.at(m.live.ackedAt[i].Load()) }
 
+// Live reports whether the mesh sends heartbeats (Config.Heartbeat).
+func (m *Mesh) Live() bool { return m.cfg.Heartbeat > 0 }
+
 // Started returns when the mesh started.
 func (m *Mesh) Started() time.Time { return m.live.start }
 
