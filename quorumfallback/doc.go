@@ -79,7 +79,13 @@
 //     next one.
 //   - A holder loses its critical section a lease minus the margin after it
 //     last heard from a member of its quorum (Quorum), before any of them
-//     may act on Down.
+//     may act on Down. "Heard from" is the send time of the last heartbeat
+//     of the holder's that the member echoed: the member received it at or
+//     after that time, so its own "last heard" is never earlier, and the
+//     margin only has to cover the hosts' clocks running at different
+//     rates over a lease (and a holder paused longer than its margin, which
+//     fencing tokens are for). The simulation, whose clocks agree, takes
+//     both as the moment the link went down.
 //   - A new incarnation acts on nothing for a lease plus the margin, so that
 //     every permission its predecessor gave has run out.
 //   - A grant's fencing token is at least the time (RaiseTokens before

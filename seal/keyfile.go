@@ -67,16 +67,27 @@ func WriteKeyFile(path string, keys ...Key) error {
 	if err != nil {
 		return fmt.Errorf("seal: key file: %w", err)
 	}
+	return writeKeys(f, keys)
+}
+
+// writeKeys writes keys to f, syncs and closes it.
+func writeKeys(f *os.File, keys []Key) error {
 	var b strings.Builder
 	b.WriteString("# mcnode group key: every member of the group needs this file; keep it secret\n")
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s\n", k.Encode())
 	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
+	_, err := f.WriteString(b.String())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("seal: key file: %w", err)
 	}
-	return f.Close()
+	return nil
 }
 
 // ReplaceKeyFile writes keys to path (the first the one to seal with),
@@ -87,29 +98,25 @@ func ReplaceKeyFile(path string, keys ...Key) error {
 	if len(keys) == 0 {
 		return errors.New("seal: no key to write")
 	}
-	tmp := path + ".new"
-	_ = os.Remove(tmp)
-	if err := WriteKeyFile(tmp, keys...); err != nil {
-		return err
+	// A temporary file of its own, in the same directory (the rename stays
+	// on one file system), so that two replacements at once do not write
+	// one file.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.new")
+	if err != nil {
+		return fmt.Errorf("seal: key file: %w", err)
 	}
-	if err := syncFile(tmp); err != nil {
+	tmp := f.Name()
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("seal: key file: %w", err)
+	}
+	if err := writeKeys(f, keys); err != nil {
 		os.Remove(tmp)
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("seal: key file: %w", err)
-	}
-	return nil
-}
-
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("seal: key file: %w", err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
 		return fmt.Errorf("seal: key file: %w", err)
 	}
 	return nil

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mcnode/mcnode/wire"
@@ -468,5 +470,38 @@ func TestSealOwnDatagramIsReplay(t *testing.T) {
 	}
 	if _, err := other.Open(d, Multicast); err != nil {
 		t.Fatalf("another node cannot open it: %v", err)
+	}
+}
+
+// Replacements of one key file at once each write a file of their own:
+// none fails, and the file holds one of them whole.
+func TestReplaceKeyFileConcurrently(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "group.key")
+	k := mustKey(t)
+	if err := WriteKeyFile(path, k); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := ReplaceKeyFile(path, k, mustKey(t)); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	keys, err := LoadKeyFile(path)
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("after the replacements: %v, %v", keys, err)
+	}
+	if left, _ := filepath.Glob(path + ".*"); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
 	}
 }

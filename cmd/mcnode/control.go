@@ -48,6 +48,8 @@ type request struct {
 	// "key-use" and "key-remove" take the key's ID.
 	Key string `json:"key,omitempty"`
 	ID  string `json:"id,omitempty"`
+	// Path is where key-install's key file is, on every host.
+	Path string `json:"path,omitempty"`
 	// Local makes a key operation on this daemon alone; Force makes it
 	// even where a member would be cut off (see manageKeys).
 	Local bool `json:"local,omitempty"`

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -85,8 +87,19 @@ func manageKeys(g locker, req request) (response, error) {
 		return response{OK: true, Keys: ids}, err
 	}
 	ctx := context.Background()
+	if st, err := agent.l.Status(); err != nil {
+		return response{}, err
+	} else if st.Mode == mcnode.Multicast && !st.Joined {
+		// Its view of the members is gone while it rejoins: it would ask
+		// nobody, and say it was done.
+		return response{}, errors.New("this daemon is not a member of the group now (it is rejoining): nothing changed; try again, or change this daemon alone with --local")
+	}
 	if (req.Op == "key-use" || req.Op == "key-remove") && !req.Force {
-		if err := keysAllowed(agent.ask(ctx, "keys", "", ""), req); err != nil {
+		own, err := keyIDsOf(kr)
+		if err != nil {
+			return response{}, err
+		}
+		if err := keysAllowed(own, agent.ask(ctx, "keys", "", ""), req); err != nil {
 			return response{}, err
 		}
 	}
@@ -94,11 +107,16 @@ func manageKeys(g locker, req request) (response, error) {
 	if err != nil {
 		return response{}, err
 	}
-	return response{OK: true, Keys: ids, Members: agent.ask(ctx, req.Op, req.Key, req.ID)}, nil
+	id := req.ID
+	if req.Op == "key-install" {
+		k, _ := seal.ParseKey(req.Key) // parsed by changeKeyRing
+		id = seal.FormatID(k.ID())
+	}
+	return response{OK: true, Keys: ids, Members: agent.ask(ctx, req.Op, id, req.Path)}, nil
 }
 
 // keysAllowed checks, from every member's key IDs, that req cuts nobody off.
-func keysAllowed(members []memberKeys, req request) error {
+func keysAllowed(own []string, members []memberKeys, req request) error {
 	for _, m := range members {
 		who := fmt.Sprintf("node %d (%s)", m.Node, m.Addr)
 		switch {
@@ -112,7 +130,31 @@ func keysAllowed(members []memberKeys, req request) error {
 			return fmt.Errorf("%s still seals with key %s: nothing changed (mcnode keys use the new key first)", who, req.ID)
 		}
 	}
+	if req.Op != "key-remove" {
+		return nil
+	}
+	// Once the key is gone, every member must still open what every other
+	// member seals (a key changed on one daemon with --local or --force
+	// could have split them).
+	all := append([]memberKeys{{Node: ^uint64(0), Addr: "this node", Answered: true, Keys: own}}, members...)
+	for _, sealer := range all {
+		if len(sealer.Keys) == 0 {
+			continue
+		}
+		for _, m := range all {
+			if sealed := sealer.Keys[0]; !slices.Contains(m.Keys, sealed) || sealed == req.ID {
+				return fmt.Errorf("without key %s, %s could not open what %s seals with key %s: nothing changed", req.ID, describe(m), describe(sealer), sealed)
+			}
+		}
+	}
 	return nil
+}
+
+func describe(m memberKeys) string {
+	if m.Node == ^uint64(0) {
+		return m.Addr
+	}
+	return fmt.Sprintf("node %d (%s)", m.Node, m.Addr)
 }
 
 // keyAgentOf returns the daemon's key agent, if its group has keys.
@@ -174,7 +216,14 @@ func (d daemonNode) removeKey(id uint32) error {
 	return d.changeKeys(func(n keyedNode) error { return n.RemoveKey(id) })
 }
 
+// keyChanges makes one key change at a time in this process: a change
+// from the control socket and one from another member must not interleave
+// between the ring and the key file.
+var keyChanges sync.Mutex
+
 func (d daemonNode) changeKeys(change func(keyedNode) error) error {
+	keyChanges.Lock()
+	defer keyChanges.Unlock()
 	k, err := d.keyed()
 	if err != nil {
 		return err
@@ -184,6 +233,14 @@ func (d daemonNode) changeKeys(change func(keyedNode) error) error {
 			return errNoKeys
 		}
 		return err
+	}
+	if d.via != nil {
+		// Quorum mode found its peers through a multicast group: that
+		// group's sealing follows, or a restarted daemon, with the new key
+		// file, would not find them.
+		if err := change(d.via); err != nil && !errors.Is(err, group.ErrNoKey) {
+			return fmt.Errorf("the quorum links have the change, but the multicast group the peers came from does not: %w", err)
+		}
 	}
 	if d.keyfile == "" {
 		return nil
@@ -277,10 +334,12 @@ func keysCommand() *cli.Command {
 			"(through their daemons; each rewrites its --keyfile, so that a restart keeps the\n" +
 			"change), and lists each member's keys, the one sealing first. Rotate a group's key\n" +
 			"in three steps, and no datagram is lost:\n" +
-			"  mcnode keygen new.key                  (on one host)\n" +
-			"  mcnode keys install new.key            (every member accepts the new key)\n" +
+			"  mcnode keygen /etc/mcnode/new.key      (then copy it to every host, same path)\n" +
+			"  mcnode keys install /etc/mcnode/new.key (every member reads it, accepts it)\n" +
 			"  mcnode keys use NEWID                  (every member seals with it)\n" +
 			"  mcnode keys remove OLDID               (every member refuses the old one)\n" +
+			"The new key never travels over the network: whoever holds the key being\n" +
+			"replaced would read it. Each member reads it from the same path on its host.\n" +
 			"`use` changes nothing unless every member holds the key, and `remove` nothing\n" +
 			"while a member still seals with it: a member that seals with a key the others\n" +
 			"lack is cut off from them. A member that did not answer is named, and the\n" +
@@ -306,7 +365,13 @@ func keysCommand() *cli.Command {
 					if len(keys) != 1 {
 						return usage("%s holds %d keys; install one key at a time", path, len(keys))
 					}
-					return do(c, scope(c, request{Op: "key-install", Key: keys[0].Encode()}))
+					abs, err := filepath.Abs(path)
+					if err != nil {
+						return usage("%v", err)
+					}
+					// The other members read the key from this path on their
+					// own hosts: the key never travels (see keysTopic).
+					return do(c, scope(c, request{Op: "key-install", Key: keys[0].Encode(), Path: abs}))
 				}}),
 			withCommon(&cli.Command{Name: "use", Usage: "seal with an installed key", ArgsUsage: "ID",
 				Flags: []cli.Flag{local, force},

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcnode/mcnode/seal"
 )
 
 // A key change that would cut a member off is refused, naming the member.
@@ -19,9 +22,12 @@ func TestKeysAllowed(t *testing.T) {
 		{"key-remove", "aaaaaaaa", held, "still seals with key aaaaaaaa"},
 		{"key-use", "bbbbbbbb", memberKeys{Node: 3, Addr: "10.0.0.3:7946"}, "node 3 (10.0.0.3:7946) did not answer"},
 		{"key-remove", "bbbbbbbb", memberKeys{Node: 3, Answered: true, Error: "no keys"}, "cannot list its keys"},
+		// Node 3 seals with bbbbbbbb and has not aaaaaaaa (a --local split):
+		// removing either one cuts someone off.
+		{"key-remove", "cccccccc", memberKeys{Node: 3, Addr: "10.0.0.3:7946", Answered: true, Keys: []string{"bbbbbbbb"}}, "node 3 (10.0.0.3:7946) could not open what"},
 	}
 	for _, c := range cases {
-		err := keysAllowed([]memberKeys{held, c.m}, request{Op: c.op, ID: c.id})
+		err := keysAllowed([]string{"aaaaaaaa", "bbbbbbbb"}, []memberKeys{held, c.m}, request{Op: c.op, ID: c.id})
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s %s: %v, want allowed", c.op, c.id, err)
@@ -29,4 +35,67 @@ func TestKeysAllowed(t *testing.T) {
 			t.Errorf("%s %s with %+v: %v, want %q", c.op, c.id, c.m, err, c.want)
 		}
 	}
+}
+
+// fakeRing is a keyRing in memory.
+type fakeRing struct{ ring *seal.Ring }
+
+func (f *fakeRing) keyIDs() ([]uint32, error) {
+	var ids []uint32
+	for _, k := range f.ring.Keys() {
+		ids = append(ids, k.ID())
+	}
+	return ids, nil
+}
+func (f *fakeRing) installKey(k seal.Key) error { return f.ring.Install(k) }
+func (f *fakeRing) useKey(id uint32) error      { return f.ring.Use(id) }
+func (f *fakeRing) removeKey(id uint32) error   { return f.ring.Remove(id) }
+
+// A key asked for by another member is read from this host's own key file
+// at the path named, and only if it has the ID asked for: a key never
+// travels, so a holder of the key in use cannot plant a key of its own.
+func TestRemoteInstallReadsTheHostsFile(t *testing.T) {
+	old, next, rogue := mustKey(t), mustKey(t), mustKey(t)
+	r, err := seal.NewRing(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &keyAgent{ring: &fakeRing{r}}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "next.key")
+	if err := seal.WriteKeyFile(path, next); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		msg  keyMessage
+		want string // error; "" to install
+	}{
+		{"another ID than the file's", keyMessage{Op: "key-install", ID: seal.FormatID(rogue.ID()), Path: path}, "holds no key"},
+		{"no file there", keyMessage{Op: "key-install", ID: seal.FormatID(next.ID()), Path: filepath.Join(dir, "none.key")}, "copy the key file"},
+		{"a relative path", keyMessage{Op: "key-install", ID: seal.FormatID(next.ID()), Path: "next.key"}, "absolute"},
+		{"the file's key", keyMessage{Op: "key-install", ID: seal.FormatID(next.ID()), Path: path}, ""},
+	} {
+		ids, err := a.apply(c.msg)
+		switch {
+		case c.want == "" && err != nil:
+			t.Fatalf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Fatalf("%s: %v, want %q", c.name, err, c.want)
+		case c.want != "" && len(ids) != 1:
+			t.Fatalf("%s: the ring changed: %v", c.name, ids)
+		}
+	}
+	if got := r.Keys(); len(got) != 2 || got[1].ID() != next.ID() {
+		t.Fatalf("ring %v, want the old key and the file's", got)
+	}
+}
+
+func mustKey(t *testing.T) seal.Key {
+	t.Helper()
+	k, err := seal.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -23,6 +24,15 @@ import (
 // can ask for a change. Updates are best effort: the request is sent again
 // to the members that have not answered, and a member answers a request it
 // has already carried out from its record, without doing it twice.
+//
+// A new key itself never travels: a key is rotated because the one in use
+// may have leaked, and whoever holds it would read the new one in the
+// update that carried it, or plant a key of its own on every member. An
+// install names the key's ID and the path of its key file, which the
+// operator copies to every host (as the first key file); each member reads
+// the key from its own file system, and takes it only if its ID is the one
+// asked for. A key holder can still ask members to seal with a key they
+// hold, or to drop one: that can disturb a rotation, not defeat it.
 const keysTopic = "mcnode.keys"
 
 const (
@@ -37,9 +47,9 @@ const (
 // keyMessage is a key request or a member's answer to one, on keysTopic.
 type keyMessage struct {
 	Req   uint64   `json:"req"`
-	Op    string   `json:"op,omitempty"`  // a request: keys, key-install, key-use, key-remove
-	Key   string   `json:"key,omitempty"` // key-install: the key
-	ID    string   `json:"id,omitempty"`  // key-use, key-remove: the key's ID
+	Op    string   `json:"op,omitempty"`   // a request: keys, key-install, key-use, key-remove
+	ID    string   `json:"id,omitempty"`   // the key's ID
+	Path  string   `json:"path,omitempty"` // key-install: where every host keeps its key file
 	Reply bool     `json:"reply,omitempty"`
 	Keys  []string `json:"keys,omitempty"`  // an answer: the member's key IDs, the sealing one first
 	Error string   `json:"error,omitempty"` // an answer: why the member could not
@@ -142,8 +152,15 @@ func (a *keyAgent) apply(m keyMessage) ([]string, error) {
 		}
 	}
 	switch m.Op {
-	case "keys", "key-install", "key-use", "key-remove":
-		return changeKeyRing(a.ring, request{Op: m.Op, Key: m.Key, ID: m.ID})
+	case "key-install":
+		k, err := keyFromFile(m.Path, m.ID)
+		if err != nil {
+			ids, _ := keyIDsOf(a.ring)
+			return ids, err
+		}
+		return changeKeyRing(a.ring, request{Op: m.Op, Key: k.Encode()})
+	case "keys", "key-use", "key-remove":
+		return changeKeyRing(a.ring, request{Op: m.Op, ID: m.ID})
 	}
 	ids, _ := keyIDsOf(a.ring)
 	return ids, fmt.Errorf("unknown key operation %q", m.Op)
@@ -159,10 +176,10 @@ func (a *keyAgent) publish(m keyMessage) {
 // ask publishes op to every other member and collects their answers, until
 // all have answered or keySpreadTimeout. Members that never answer are
 // listed as such.
-func (a *keyAgent) ask(ctx context.Context, op, key, id string) []memberKeys {
+func (a *keyAgent) ask(ctx context.Context, op, id, path string) []memberKeys {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	req := keyMessage{Req: binary.LittleEndian.Uint64(b[:]) | 1, Op: op, Key: key, ID: id}
+	req := keyMessage{Req: binary.LittleEndian.Uint64(b[:]) | 1, Op: op, ID: id, Path: path}
 	answers := make(chan answer, 256)
 	a.mu.Lock()
 	a.waiting[req.Req] = answers
@@ -219,4 +236,26 @@ func keyIDsOf(r keyRing) ([]string, error) {
 		out[i] = seal.FormatID(id)
 	}
 	return out, err
+}
+
+// keyFromFile reads the key with this ID from a key file on this host,
+// checked as --keyfile is (mode 0600, owned by this user or root).
+func keyFromFile(path, id string) (seal.Key, error) {
+	want, err := seal.ParseID(id)
+	if err != nil {
+		return seal.Key{}, err
+	}
+	if !filepath.IsAbs(path) {
+		return seal.Key{}, fmt.Errorf("key file %q: not an absolute path", path)
+	}
+	keys, err := seal.LoadKeyFile(path)
+	if err != nil {
+		return seal.Key{}, fmt.Errorf("%w: copy the key file to this host at the same path, then ask again", err)
+	}
+	for _, k := range keys {
+		if k.ID() == want {
+			return k, nil
+		}
+	}
+	return seal.Key{}, fmt.Errorf("key file %s on this host holds no key %s", path, id)
 }

@@ -169,7 +169,15 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	// A group that answered is waited for within --timeout: a takeover
 	// holds newcomers back for up to a lease.
 	cfg.NoGroupAfter = 3 * cfg.JoinTimeout
-	g, err := group.Join(ctx, cfg)
+	jctx := ctx
+	if c.Bool("nonblock") {
+		// Not waiting means not waiting for admission either: a takeover's
+		// wait is about a lease, a minority group never admits.
+		var cancel context.CancelFunc
+		jctx, cancel = context.WithTimeout(ctx, cfg.NoGroupAfter+2*cfg.LeaseTimeout)
+		defer cancel()
+	}
+	g, err := group.Join(jctx, cfg)
 	if err != nil {
 		if errors.Is(err, group.ErrNoGroup) {
 			return nil, fmt.Errorf("no member of group %q answered on %s via %s: run `mcnode run` on the hosts that share locks (see the README), or pass --found to start the group here", cfg.Name, cfg.Address, cfg.Interface)

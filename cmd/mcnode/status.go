@@ -267,8 +267,10 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 	switch {
 	case errors.Is(err, group.ErrNoGroup):
 		return nil, fmt.Errorf("no group %q answered on %s via %s: %w", cfg.Name, cfg.Address, cfg.Interface, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("group %q on %s via %s answered but did not admit this node in time (a takeover, or no majority): %w", cfg.Name, cfg.Address, cfg.Interface, err)
 	case err != nil:
-		return nil, fmt.Errorf("group %q on %s via %s answered but did not admit this node: %w", cfg.Name, cfg.Address, cfg.Interface, err)
+		return nil, err
 	}
 	defer g.Leave(context.Background())
 	st, err := g.Status()

@@ -3,6 +3,7 @@ package qnet
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -80,8 +81,9 @@ const (
 	maxSpare = 1 << 20
 )
 
-// helloMagic opens every hello (quorum, version 2: with the incarnation).
-var helloMagic = [4]byte{'m', 'c', 'q', '2'}
+// helloMagic opens every hello (quorum, version 3: failure(i), heartbeats, and
+// answers that name their request; a version 2 node would deadlock with one).
+var helloMagic = [4]byte{'m', 'c', 'q', '3'}
 
 // Answers to a hello.
 const (
@@ -265,10 +267,12 @@ type Mesh struct {
 	closeErr  error
 	wg        sync.WaitGroup
 
-	mu    sync.Mutex
-	shut  bool                  // Close began: track refuses connections
-	conns map[net.Conn]struct{} // every open connection, for Close
-	up    []bool                // outgoing connection to node i accepted
+	mu   sync.Mutex
+	shut bool // Close began: track refuses connections
+	// conns has every open connection, for Close, and how its peer
+	// authenticated, for SetKeys.
+	conns map[net.Conn]linkAuth
+	up    []bool // outgoing connection to node i accepted
 	nUp   int
 	// everAll: every outgoing connection has been accepted at once, in
 	// this incarnation (see AdmittedTo).
@@ -297,6 +301,9 @@ type peer struct {
 	id   int
 	addr string
 	wake chan struct{} // capacity 1: "the queue is not empty"
+	// redial asks the writer to end its connection between two writes and
+	// dial again (SetKeys: the link was made with a key removed since).
+	redial atomic.Bool
 
 	mu     sync.Mutex
 	buf    []byte // encoded frames, back to back
@@ -340,7 +347,7 @@ func Listen(cfg Config) (*Mesh, error) {
 		inbound:    make(chan Inbound, InboundBuffer),
 		peers:      make([]*peer, n),
 		closed:     make(chan struct{}),
-		conns:      map[net.Conn]struct{}{},
+		conns:      map[net.Conn]linkAuth{},
 		up:         make([]bool, n),
 		admitted:   make(chan struct{}),
 		changed:    make(chan struct{}),
@@ -596,8 +603,29 @@ func (m *Mesh) track(c net.Conn) bool {
 		c.Close()
 		return false
 	}
-	m.conns[c] = struct{}{}
+	m.conns[c] = linkAuth{}
 	return true
+}
+
+// linkAuth is how a connection's peer authenticated.
+type linkAuth struct {
+	key      ed25519.PublicKey // nil: not yet, or no keys
+	incoming bool              // accepted, not dialled
+	peer     int               // dialled: the node it goes to
+}
+
+// authenticated records the key c's peer authenticated with.
+func (m *Mesh) authenticated(c net.Conn, tc *tls.Conn, incoming bool, peer int) {
+	certs := tc.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return
+	}
+	pub, _ := certs[0].PublicKey.(ed25519.PublicKey)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.conns[c]; ok {
+		m.conns[c] = linkAuth{key: pub, incoming: incoming, peer: peer}
+	}
 }
 
 // drop closes a tracked connection.
@@ -724,14 +752,20 @@ func (m *Mesh) write(p *peer) {
 			return
 		}
 		m.reconnects.Add(1)
-		if bye.Load() {
+		switch {
+		case errors.Is(err, errRedial):
+			m.log.Info().Int("peer", p.id).Str("addr", p.addr).Msg("qnet: link made with a removed key; redialling")
+		case bye.Load():
 			m.log.Info().Int("peer", p.id).Str("addr", p.addr).Msg("qnet: peer shut down; redialling")
-		} else {
+		default:
 			m.log.Warn().Err(err).Int("peer", p.id).Str("addr", p.addr).
 				Msg("qnet: connection to peer broke: the protocols' reliable-channel assumption is broken and frames in flight may be lost; redialling")
 		}
 	}
 }
+
+// errRedial ends a connection the writer was asked to make anew.
+var errRedial = errors.New("qnet: the link's key was removed: making it again")
 
 // errPeerClosed reports that a peer closed the connection we send on.
 var errPeerClosed = errors.New("qnet: peer closed the connection")
@@ -749,6 +783,9 @@ func (m *Mesh) pump(p *peer, c net.Conn, dead <-chan struct{}, spare *[]byte) er
 		}
 		p.mu.Unlock()
 		if n == 0 {
+			if p.redial.Swap(false) {
+				return errRedial
+			}
 			select {
 			case <-p.wake:
 				continue
@@ -784,13 +821,18 @@ func (m *Mesh) dial(p *peer) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tc *tls.Conn
 	if pair := m.tls.Load(); pair != nil {
-		if c, err = m.secure(tls.Client(c, pair.client)); err != nil {
+		tc = tls.Client(c, pair.client)
+		if c, err = m.secure(tc); err != nil {
 			return nil, fmt.Errorf("qnet: peer %d at %s: %w", p.id, p.addr, err)
 		}
 	}
 	if !m.track(c) {
 		return nil, ErrClosed
+	}
+	if tc != nil {
+		m.authenticated(c, tc, false, p.id)
 	}
 	if err := m.helloOut(c, p); err != nil {
 		m.drop(c)
@@ -879,7 +921,8 @@ func (m *Mesh) serve(c net.Conn) {
 			m.unauthenticated.Add(1)
 			return
 		}
-		tc, err := m.secure(tls.Server(c, pair.server))
+		server := tls.Server(c, pair.server)
+		tc, err := m.secure(server)
 		<-m.handshakes
 		if err != nil {
 			// 1, 2, 4, ...: a stream of strangers is news, each of them not.
@@ -889,6 +932,7 @@ func (m *Mesh) serve(c net.Conn) {
 			}
 			return
 		}
+		m.authenticated(c, server, true, -1)
 		c = tc
 	}
 	br := bufio.NewReaderSize(c, readBuffer)

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
+	"slices"
 	"time"
 
 	"github.com/mcnode/mcnode/seal"
@@ -40,8 +42,12 @@ func linkKey(k seal.Key) (ed25519.PrivateKey, error) {
 	return ed25519.NewKeyFromSeed(seed), nil
 }
 
-// tlsPair is the dialling and the accepting side's TLS settings.
-type tlsPair struct{ client, server *tls.Config }
+// tlsPair is the dialling and the accepting side's TLS settings, and the
+// public keys they accept.
+type tlsPair struct {
+	client, server *tls.Config
+	accepted       []ed25519.PublicKey
+}
 
 // tlsConfigs returns the TLS settings for a key ring, the first key
 // presented; nil without keys.
@@ -98,7 +104,7 @@ func tlsConfigs(keys []seal.Key) (*tlsPair, error) {
 		VerifyPeerCertificate: verify,
 		ServerName:            "mcnode",
 	}
-	pair := &tlsPair{client: base.Clone(), server: base.Clone()}
+	pair := &tlsPair{client: base.Clone(), server: base.Clone(), accepted: accepted}
 	pair.server.ClientAuth = tls.RequireAnyClientCert
 	return pair, nil
 }
@@ -120,5 +126,58 @@ func (m *Mesh) SetKeys(keys []seal.Key) error {
 		return err
 	}
 	m.tls.Store(pair)
+	// A link made with a key that is gone is closed (a key removed because
+	// it leaked must not keep one open). A link this node dialled is closed
+	// at once: its writer dials again with the keys as they are, and what
+	// it wrote still arrives (a close with nothing unread sends it all). A
+	// link a peer dialled is the peer's to close, as it removes the key
+	// too; one still open after staleGrace (its peer has not: a stranger
+	// with the old key) is closed here.
+	stale := m.staleLinks(pair, false)
+	for _, a := range stale {
+		p := m.peers[a.peer]
+		p.redial.Store(true)
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	if len(stale) > 0 {
+		m.log.Info().Int("links", len(stale)).Msg("qnet: making the links made with a key no longer accepted again")
+	}
+	time.AfterFunc(staleGrace, func() {
+		if m.tls.Load() != pair {
+			return // changed again meanwhile: that change sees to it
+		}
+		for _, a := range m.staleLinks(pair, true) {
+			m.log.Warn().Str("remote", a.c.RemoteAddr().String()).Msg("qnet: closed an incoming link made with a key no longer accepted, which its peer kept open")
+			a.c.Close()
+		}
+	})
 	return nil
+}
+
+// staleGrace is how long a peer has to close its own link made with a key
+// removed since (see SetKeys).
+const staleGrace = 5 * time.Second
+
+// staleLink is an open link whose peer authenticated with a key no longer
+// accepted.
+type staleLink struct {
+	c net.Conn
+	linkAuth
+}
+
+// staleLinks lists the open links, dialled by this node or by peers
+// (incoming), whose peer authenticated with a key pair no longer accepts.
+func (m *Mesh) staleLinks(pair *tlsPair, incoming bool) []staleLink {
+	var stale []staleLink
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for c, a := range m.conns {
+		if a.key != nil && a.incoming == incoming && !slices.ContainsFunc(pair.accepted, func(k ed25519.PublicKey) bool { return k.Equal(a.key) }) {
+			stale = append(stale, staleLink{c, a})
+		}
+	}
+	return stale
 }

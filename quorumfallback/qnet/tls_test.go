@@ -230,6 +230,10 @@ func TestSetKeysRotates(t *testing.T) {
 		}
 		send(fmt.Sprintf("with %d keys", len(ring)))
 	}
+	// The link nodes 0 and 1 made with the old key is closed once it is
+	// removed, and made again with the new one.
+	eventually(t, "the old key's link made again", func() bool { return m0.Stats().Reconnects > 0 })
+	send("after the old key was removed")
 	m2 := startKeyed(t, 2, peers, ls[2], newKey)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
