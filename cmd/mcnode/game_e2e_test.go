@@ -290,9 +290,18 @@ func (p *player) end(t *testing.T, name string) ([]game.Event, gameEnd) {
 // killed (kill -9) while it picks a power-up up, holding its lock. The
 // power-up comes back into play, the game goes on, and the survivors'
 // records agree.
-func TestE2EGameKillBot(t *testing.T) {
+func TestE2EGameKillBot(t *testing.T) { gameKillBot(t) }
+
+// TestE2EGameQuorumKillBot: the same in quorum mode, Maekawa's protocol on
+// the majority coterie (peers from the multicast group): the survivors put
+// the killed node down, take substitute quorums, and the game goes on.
+func TestE2EGameQuorumKillBot(t *testing.T) {
+	gameKillBot(t, "--mode", "quorum", "--quorum-size", "4", "--algo", "maekawa", "--coterie", "majority")
+}
+
+func gameKillBot(t *testing.T, more ...string) {
 	c := newCluster(t, 4, 0)
-	ps := startBots(t, c, 25*time.Second, 1000)
+	ps := startBots(t, c, 25*time.Second, 1000, more...)
 	// Kill bot3 the moment it holds a power-up's lock.
 	victim, _ := ps[3].nextPick("bot3", 0, 20*time.Second)
 	if victim == "" {
