@@ -41,7 +41,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "layers", Value: "sim,sockets", Usage: "layers to run: sim, sockets or both"},
 			&cli.StringFlag{Name: "protocols", Value: "all", Usage: "comma-separated: " + strings.Join(bench.ProtocolNames(), ", ")},
 			&cli.StringFlag{Name: "coteries", Value: strings.Join(coterie.Kinds(), ","), Usage: "comma-separated coteries for maekawa, cao-singhal and kakugawa (\"all\" is the coterie of every node)"},
-			&cli.StringFlag{Name: "loads", Value: "light,heavy,idle,memory", Usage: "comma-separated: light, heavy, idle, memory (the last two on sockets, the multicast mode: the traffic of a group taking no lock, and what each node keeps in a group holding many locks)"},
+			&cli.StringFlag{Name: "loads", Value: "light,heavy,idle,memory,failover", Usage: "comma-separated: light, heavy, idle, memory, failover (the last three on sockets: the multicast mode's traffic when it takes no lock and what each node keeps holding many locks; and, in both modes at the smallest --n, the time from a kill -9 of the lock's holder to the next grant)"},
 			&cli.IntFlag{Name: "memory-n", Value: bench.DefaultSocketOptions().MemoryNodes, Usage: "nodes of the memory row (2 to 128)"},
 			&cli.IntFlag{Name: "memory-locks", Value: bench.DefaultSocketOptions().MemoryLocks, Usage: "locks the memory row's group holds (1 to 100000)"},
 			&cli.StringFlag{Name: "n", Value: "4,8,16,32", Usage: "group sizes on real sockets (2 to 32)"},
@@ -79,7 +79,7 @@ func parseBench(c *cli.Context) (*benchPlan, error) {
 	if p.layers, err = choices("--layers", c.String("layers"), []string{bench.LayerSim, bench.LayerSockets}); err != nil {
 		return nil, err
 	}
-	if p.loads, err = choices("--loads", c.String("loads"), []string{bench.Light, bench.Heavy, bench.Idle, bench.Memory}); err != nil {
+	if p.loads, err = choices("--loads", c.String("loads"), []string{bench.Light, bench.Heavy, bench.Idle, bench.Memory, bench.Failover}); err != nil {
 		return nil, err
 	}
 	protos := strings.Split(c.String("protocols"), ",")

@@ -34,7 +34,7 @@ func (j Job) Run() Row {
 func SimJobs(setups []Setup, ns []int, loads []string, opt SimOptions) []Job {
 	var jobs []Job
 	for _, load := range loads {
-		if load == Memory || load == Idle {
+		if load == Memory || load == Idle || load == Failover {
 			continue // socket-layer rows
 		}
 		for _, st := range setups {

@@ -22,6 +22,10 @@ const (
 	// Idle is a group taking no lock at all, for the traffic that keeps
 	// it (sockets only, the multicast mode).
 	Idle = "idle"
+	// Failover is a group whose every node loops on one lock, whose holder
+	// is killed (its node stops at once, as kill -9 would): the time to the
+	// next grant (sockets only, both modes).
+	Failover = "failover"
 )
 
 // Modes and the multicast mode's protocol name.
@@ -100,6 +104,10 @@ type Row struct {
 	IdleBusiest   float64 `json:"idle_datagrams_busiest_member_per_second,omitempty"`
 
 	Paper *Paper `json:"paper,omitempty"`
+	// Failover rows: milliseconds from the kill of the holder to the next
+	// grant, to a survivor.
+	FailoverMS float64 `json:"failover_ms,omitempty"`
+
 	Err   string `json:"error,omitempty"`
 
 	// entriesBy counts a quorum simulation's entries per node: the paper's

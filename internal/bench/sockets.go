@@ -155,6 +155,16 @@ func SocketJobs(setups []Setup, ns []int, loads []string, opt SocketOptions, cal
 	for _, load := range loads {
 		for _, st := range setups {
 			switch {
+			case load == Failover:
+				// Once per setup, at the smallest N: a run waits for a
+				// failure to be handled, or stalls.
+				if st.Keyed() || len(ns) == 0 {
+					continue
+				}
+				n := slices.Min(ns)
+				jobs = append(jobs, Job{Layer: LayerSockets, Load: load, Setup: st, N: n, run: func() Row {
+					return failoverRun(st, n, opt)
+				}})
 			case load == Idle || load == Memory:
 				// The multicast mode's upkeep: once, unkeyed.
 				if !st.Multicast() || st.Keyed() {
@@ -189,6 +199,44 @@ const notInNamespace = "not run: real multicast needs a private network namespac
 // benchName is a group name of its own for each run of this process.
 func benchName() string { return fmt.Sprintf("mcnode-bench-%d-%d", os.Getpid(), runCounter.Add(1)) }
 
+// rowOptions is the local group of a row of st with n nodes on sockets,
+// its mode and transport set in row; false, with row.Err, if it cannot run.
+func rowOptions(st Setup, n int, opt SocketOptions, row *Row) (localgroup.Options, bool) {
+	lo := localgroup.Options{N: n, Name: benchName(), Logger: opt.Logger}
+	if !st.Multicast() {
+		row.Mode, row.Transport = ModeQuorum, "tcp"
+		lo.Mode, lo.Protocol, lo.Coterie = mcnode.Quorum, st.Protocol, st.Coterie
+		return lo, true
+	}
+	row.Mode, row.Transport = ModeMulticast, "udp-multicast"
+	if !netns.Inside() {
+		row.Err = notInNamespace
+		return lo, false
+	}
+	lo.Mode = mcnode.Multicast
+	if st.Keyed() {
+		key, err := seal.GenerateKey()
+		if err != nil {
+			row.Err = err.Error()
+			return lo, false
+		}
+		lo.Keys = []seal.Key{key}
+	}
+	return lo, true
+}
+
+// startRow starts a row's local group, or says in row why it could not.
+func startRow(lo localgroup.Options, row *Row) *localgroup.Group {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := localgroup.Start(ctx, lo)
+	if err != nil {
+		row.Err = err.Error()
+		return nil
+	}
+	return c
+}
+
 // startArbiters starts n unkeyed multicast-mode nodes for an upkeep row,
 // or says in row why it could not.
 func startArbiters(ctx context.Context, row *Row, n int, opt SocketOptions) *localgroup.Group {
@@ -208,32 +256,16 @@ var runCounter atomic.Int64
 
 func socketRun(st Setup, n int, load string, opt SocketOptions, cal Calibration) Row {
 	row := Row{Layer: LayerSockets, Protocol: st.Protocol, Coterie: st.Coterie, N: n, Load: load}
-	lo := localgroup.Options{N: n, Name: benchName(), Logger: opt.Logger}
+	lo, ok := rowOptions(st, n, opt, &row)
+	if !ok {
+		return row
+	}
 	rtt := cal.TCP
 	if st.Multicast() {
-		row.Mode, row.Transport, rtt = ModeMulticast, "udp-multicast", cal.UDP
-		if !netns.Inside() {
-			row.Err = notInNamespace
-			return row
-		}
-		lo.Mode = mcnode.Multicast
-		if st.Keyed() {
-			key, err := seal.GenerateKey()
-			if err != nil {
-				row.Err = err.Error()
-				return row
-			}
-			lo.Keys = []seal.Key{key}
-		}
-	} else {
-		row.Mode, row.Transport = ModeQuorum, "tcp"
-		lo.Mode, lo.Protocol, lo.Coterie = mcnode.Quorum, st.Protocol, st.Coterie
+		rtt = cal.UDP
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	c, err := localgroup.Start(ctx, lo)
-	cancel()
-	if err != nil {
-		row.Err = err.Error()
+	c := startRow(lo, &row)
+	if c == nil {
 		return row
 	}
 	defer c.Close()

@@ -29,6 +29,7 @@ func WriteTable(w io.Writer, rep Report) error {
 		{LayerSockets, Light, "Real sockets on this host, light load (one request at a time)"},
 		{LayerSockets, Heavy, "Real sockets on this host, heavy load (every node always waiting), one resource"},
 		{LayerSockets, Idle, "Real sockets on this host, an idle group: datagrams each member sends a second (pings, their answers, SYNCs), on average and the busiest"},
+		{LayerSockets, Failover, "Real sockets on this host, every node looping on one lock: its holder killed (kill -9), the time to the next grant"},
 		{LayerSockets, Memory, "Memory per node: N nodes in this process holding locks; the Go heap and stacks they take, divided by N (socket buffers, kept by the kernel, apart)"},
 	}
 	var b strings.Builder
@@ -83,6 +84,8 @@ func header(layer, load string) string {
 		return "setup\tN\tlocks\tMiB/node\t"
 	case Idle:
 		return "setup\tN\tper member/s\tbusiest/s\t"
+	case Failover:
+		return "setup\tN\tnext grant ms\t"
 	}
 	cols := []string{"setup\t", "N\t", "entries\t", "msgs/entry\t", "paper\t", "membership\t", "total\t", "bytes/entry\t"}
 	switch {
@@ -107,6 +110,8 @@ func line(r Row) string {
 		return fmt.Sprintf("%s\t%d\t%d\t%.2f\t", r.Setup(), r.N, r.Locks, r.MemPerNodeM)
 	case Idle:
 		return fmt.Sprintf("%s\t%d\t%.1f\t%.1f\t", r.Setup(), r.N, r.IdlePerMember, r.IdleBusiest)
+	case Failover:
+		return fmt.Sprintf("%s\t%d\t%.0f\t", r.Setup(), r.N, r.FailoverMS)
 	}
 	paper, paperDelay := "", ""
 	if r.Paper != nil {
