@@ -170,15 +170,20 @@ func (d daemonNode) acquire(ctx context.Context, name string, try bool) (mcnode.
 
 // leaseExpiry returns when a lease runs out unless renewed, on
 // CLOCK_BOOTTIME (internal/boottime), and false where it has no deadline
-// another process can compare with its own clock: quorum mode's leases do
-// not expire, and off Linux the boot clock is private to this process, so
-// `mcnode lock` relies on the daemon's word alone.
+// another process can compare with its own clock: quorum mode's leases
+// expire only with failure handling (Maekawa's), and off Linux the boot
+// clock is private to this process, so `mcnode lock` relies on the
+// daemon's word alone.
 func leaseExpiry(l mcnode.Lease) (time.Duration, bool) {
-	gl, ok := l.(*group.Lease)
+	el, ok := l.(interface{ Expires() time.Time })
 	if !ok || !boottime.HostWide() {
 		return 0, false
 	}
-	return time.Duration(gl.Expires().UnixNano()), true
+	e := el.Expires()
+	if e.IsZero() {
+		return 0, false
+	}
+	return time.Duration(e.UnixNano()), true
 }
 
 func (d daemonNode) status() (*statusView, error) {
@@ -208,7 +213,7 @@ func quorumStatus(l mcnode.Locker, n *node.Node) (*statusView, error) {
 		return nil, err
 	}
 	v := &statusView{Group: st.Group, Mode: modeQuorum, Protocol: st.Protocol, Coterie: st.Coterie, Quorum: st.Quorum, Self: st.Self,
-		Addr: st.Addr, Sent: map[string]int64{}, Received: st.Received, Dropped: st.Dropped}
+		Addr: st.Addr, Sent: map[string]int64{}, Received: st.Received, Dropped: st.Dropped, Margin: ns.LeaseMargin.Milliseconds()}
 	for _, m := range st.Members {
 		v.Members = append(v.Members, memberView{ID: m.ID, Addr: m.Addr})
 	}
@@ -273,25 +278,58 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 		}
 		discover = &gcfg
 	}
-	started := false
+	var last *daemonNode
 	return func(ctx context.Context) (locker, error) {
-		if addr := c.String("listen"); addr != "" && started {
-			// Started anew (declared failed): the last node closed the
-			// listener.
-			l, err := net.Listen("tcp", addr)
-			if err != nil {
-				return nil, &exitError{code: 1, err: fmt.Errorf("--listen %s: %w", addr, err)}
+		if last != nil {
+			// Started anew (declared failed): as the same node of the same
+			// group (the peers it found, the multicast group it found them
+			// in), with the key file as it is now (rotated since, maybe).
+			if addr := c.String("listen"); addr != "" {
+				// The last node closed the listener.
+				l, err := net.Listen("tcp", addr)
+				if err != nil {
+					return nil, &exitError{code: 1, err: fmt.Errorf("--listen %s: %w", addr, err)}
+				}
+				cfg.Listener = l
 			}
-			cfg.Listener = l
+			if path := c.String("keyfile"); path != "" {
+				keys, err := seal.LoadKeyFile(path)
+				if err != nil {
+					return nil, &exitError{code: 1, err: fmt.Errorf("--keyfile: %w", err)}
+				}
+				cfg.Keys = keys
+			}
+			if n, ok := mcnode.Unwrap(last.Locker).(*node.Node); ok {
+				if st, err := n.Status(); err == nil {
+					cfg.Peers, cfg.Self = st.Peers, st.Self
+				}
+			}
+			discover = nil
 		}
-		started = true
 		l, err := startQuorum(ctx, cfg, discover, log)
-		if d, ok := l.(daemonNode); ok && err == nil {
-			d.keyfile = c.String("keyfile")
-			return withKeyAgent(d, log), nil
+		d, ok := l.(daemonNode)
+		if !ok || err != nil {
+			return l, err
 		}
-		return l, err
+		d.keyfile = c.String("keyfile")
+		if last != nil {
+			d.via = last.via
+		}
+		d = withKeyAgent(d, log)
+		last = &d
+		return d, nil
 	}, "starting the quorum node", nil
+}
+
+// closeNode closes a quorum-mode daemon's node alone, keeping the multicast
+// group it found its peers in (a node declared failed starts anew as the
+// same node of the group).
+func closeNode(l locker) {
+	if d, ok := l.(daemonNode); ok {
+		if n, ok := mcnode.Unwrap(d.Locker).(*node.Node); ok {
+			_ = n.Close() // waits for the first Close: the port is then free
+		}
+	}
 }
 
 // withKeyAgent starts d's key agent if its node has group keys, so that

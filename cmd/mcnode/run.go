@@ -81,7 +81,7 @@ func runCommand() *cli.Command {
 					// lost its locks): it comes back as a new incarnation.
 					log.Error().Msg("the node stopped: its peers declared it failed; starting it anew, as a new incarnation")
 					j.ready.Store(nil)
-					_ = g.leave(ctx) // waits for the old node's close: its port is then free
+					closeNode(g)
 					if g, err = start(ctx); err != nil {
 						return err
 					}

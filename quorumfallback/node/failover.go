@@ -79,8 +79,10 @@ type liveMesh interface {
 	Acked(i int) time.Time
 	Started() time.Time
 	Incarnation(i int) uint64
+	SelfIncarnation() uint64
+	Broken(i int) uint64
 	Refuse(i int, inc uint64) bool
-	Forget(i int)
+	Forget(i int, inc uint64)
 	Failed() <-chan struct{}
 }
 
@@ -116,16 +118,23 @@ func (n *Node) startFailover() {
 	}
 	f := &failover{mesh: lm, lease: n.cfg.Lease, margin: n.cfg.LeaseMargin, detect: n.cfg.Detect, peers: make([]peerLife, len(n.cfg.Peers))}
 	f.awake = lm.Started().Add(f.lease + f.margin)
-	f.ticker = time.NewTicker(min(n.cfg.Detect/10, 50*time.Millisecond))
+	f.ticker = time.NewTicker(checkEvery(n.cfg.Detect))
 	n.fo = f
 	n.log.Info().Dur("lease", f.lease).Dur("margin", f.margin).Dur("detect", f.detect).Time("acts_from", f.awake).
 		Msg("failure handling on: a node not heard for the detection time is put down a lease after; this node acts once every lease a previous incarnation gave has run out")
 }
 
+// checkEvery is how often the failure handling looks at its peers and
+// leases.
+func checkEvery(detect time.Duration) time.Duration { return min(detect/10, 50*time.Millisecond) }
+
+// Times here are CLOCK_BOOTTIME's (qnet.Now), which runs on while the host
+// is suspended, as the leases of the peers do.
+
 // awakeCh returns a channel closed when the node may act (see failover).
 func (f *failover) awakeCh() <-chan struct{} {
 	ch := make(chan struct{})
-	time.AfterFunc(time.Until(f.awake), func() { close(ch) })
+	time.AfterFunc(f.awake.Sub(qnet.Now()), func() { close(ch) })
 	return ch
 }
 
@@ -138,7 +147,7 @@ func (n *Node) raiseTokens(m q.Protocol) {
 
 // checkFailures runs on every tick of the failure handling.
 func (n *Node) checkFailures() {
-	f, now := n.fo, time.Now()
+	f, now := n.fo, qnet.Now()
 	for i := range f.peers {
 		if i == n.cfg.Self {
 			continue
@@ -148,6 +157,10 @@ func (n *Node) checkFailures() {
 		switch {
 		case p.down && inc != 0 && inc != p.refused:
 			n.peerUp(i, inc)
+		case !p.down && p.downAt.IsZero() && inc != 0 && f.mesh.Broken(i) == inc:
+			// The channel to it lost what was on it: the protocols cannot
+			// go on with it, as the simulation's cut links cannot.
+			n.suspect(i, inc, "its link broke: what was sent on it may be lost")
 		case !p.down && !p.downAt.IsZero() && p.refused == 0 && inc != 0:
 			// Suspected before any incarnation of it was heard, and here
 			// it is: this node knew none before, so none holds anything
@@ -170,12 +183,14 @@ func (n *Node) checkFailures() {
 	}
 }
 
-// heard is when peer i was last heard, counted from this node's start and
-// from when its incarnation was put up: a new incarnation is not suspected
-// for its predecessor's silence before its first frame.
+// heard is when peer i was last heard, counted from when this node may act
+// and from when the peer's incarnation was put up: a peer may not speak to
+// a restarted node until it has put that node's predecessor down, up to a
+// lease after the start (awake), and a new incarnation of a peer is not
+// suspected for its predecessor's silence before its first frame.
 func (n *Node) heard(i int) time.Time {
 	h := n.fo.mesh.Heard(i)
-	for _, t := range []time.Time{n.fo.mesh.Started(), n.fo.peers[i].upAt} {
+	for _, t := range []time.Time{n.fo.awake, n.fo.peers[i].upAt} {
 		if t.After(h) {
 			h = t
 		}
@@ -218,14 +233,14 @@ func (n *Node) peerDown(i int) {
 		r.m.(q.FaultTolerant).Down(i)
 		n.flush(r)
 	}
-	f.mesh.Forget(i)
+	f.mesh.Forget(i, p.refused)
 	n.log.Warn().Int("peer", i).Msg("peer put down: requests that needed it ask substitute quorums, what it held here is freed")
 }
 
 // peerUp puts peer i, back as incarnation inc, up on every machine.
 func (n *Node) peerUp(i int, inc uint64) {
 	f := n.fo
-	f.peers[i].down, f.peers[i].upAt = false, time.Now()
+	f.peers[i].down, f.peers[i].upAt = false, qnet.Now()
 	f.ups++
 	for _, r := range n.res {
 		r.m.(q.FaultTolerant).Up(i)
@@ -242,8 +257,10 @@ func (n *Node) onFailure(from int, m q.Message) {
 		return
 	}
 	if i == n.cfg.Self {
-		n.log.Error().Int("from", from).Msg("this node was declared failed by a peer")
-		n.declaredFailed()
+		if inc == n.fo.mesh.SelfIncarnation() {
+			n.log.Error().Int("from", from).Msg("this node was declared failed by a peer")
+			n.declaredFailed()
+		}
 		return
 	}
 	if inc != 0 && n.fo.mesh.Incarnation(i) == inc {
@@ -272,17 +289,32 @@ func (n *Node) declaredFailed() {
 // leaseValid reports whether every member of r's quorum heard this node
 // within the lease minus the margin.
 func (n *Node) leaseValid(r *resource, now time.Time) bool {
+	return now.Before(n.leaseDeadline(r.m.(q.FaultTolerant).Quorum()))
+}
+
+// leaseDeadline is when a lock held with this quorum runs out unless its
+// members keep hearing this node: the lease minus the margin after the
+// send time of the last heartbeat each echoed. Safe to call from any
+// goroutine (the mesh's times are atomics).
+func (n *Node) leaseDeadline(quorum []int) time.Time {
 	f := n.fo
-	for _, k := range r.m.(q.FaultTolerant).Quorum() {
+	var end time.Time
+	for _, k := range quorum {
 		if k == n.cfg.Self {
 			continue
 		}
 		a := f.mesh.Acked(k)
-		if a.IsZero() || !now.Before(a.Add(f.lease-f.margin)) {
-			return false
+		if a.IsZero() {
+			return time.Unix(0, 1) // never heard it: run out
+		}
+		if d := a.Add(f.lease - f.margin); end.IsZero() || d.Before(end) {
+			end = d
 		}
 	}
-	return true
+	if end.IsZero() {
+		end = time.Unix(1<<62, 0) // a quorum of itself alone: no one to hear it
+	}
+	return end
 }
 
 // newMachine tells a new machine which peers are down.
@@ -299,7 +331,7 @@ func (n *Node) newMachine(m q.Protocol) {
 
 // waitAwake waits until the node may act.
 func (n *Node) waitAwake(ctx context.Context) error {
-	t := time.NewTimer(time.Until(n.fo.awake))
+	t := time.NewTimer(n.fo.awake.Sub(qnet.Now()))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -316,7 +348,7 @@ func (n *Node) waitAwake(ctx context.Context) error {
 // whose links are up and that are not put down (its own set, or a
 // substitute).
 func (n *Node) quorumReachable() bool {
-	if time.Now().Before(n.fo.awake) {
+	if qnet.Now().Before(n.fo.awake) {
 		return false
 	}
 	b, ok := n.tr.(interface{ Backlog(int) (bool, int) })

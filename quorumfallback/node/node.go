@@ -264,6 +264,17 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	if hb := cfg.Heartbeat(); hb > 0 {
+		// The holder notices its lease run out at its next check: the
+		// margin must cover that; and a lease must outlast two heartbeats,
+		// or no lock would be kept.
+		if tick := checkEvery(cfg.Detect); cfg.LeaseMargin < tick {
+			return nil, fmt.Errorf("%w: LeaseMargin %v is below the failure handling's check interval %v", ErrConfig, cfg.LeaseMargin, tick)
+		}
+		if cfg.Lease-cfg.LeaseMargin < 2*hb {
+			return nil, fmt.Errorf("%w: Lease %v minus LeaseMargin %v is under two heartbeats (%v each, a fifth of Detect %v)", ErrConfig, cfg.Lease, cfg.LeaseMargin, hb, cfg.Detect)
+		}
+	}
 	tr := cfg.Transport
 	if tr == nil {
 		mesh, err := qnet.Listen(qnet.Config{Self: cfg.Self, Peers: cfg.Peers, Hello: cfg.Hello(), Logger: cfg.Logger, Listener: cfg.Listener, Keys: cfg.Keys, Heartbeat: cfg.Heartbeat()})
@@ -491,11 +502,17 @@ func (n *Node) receive(in qnet.Inbound) {
 		}
 		return
 	}
-	if n.fo != nil && n.fo.peers[in.From].down {
-		// A frame from a node put down comes from its next incarnation,
-		// which the mesh took after Down: up first, or the machines would
-		// drop what it asks.
-		n.peerUp(in.From, n.fo.mesh.Incarnation(in.From))
+	if n.fo != nil {
+		switch p := &n.fo.peers[in.From]; {
+		case in.Inc == p.refused:
+			n.stats.Rejected++ // a refused incarnation's, read before it was
+			return
+		case p.down:
+			// A frame from a node put down comes from its next
+			// incarnation, which the mesh took after Down: up first, or
+			// the machines would drop what it asks.
+			n.peerUp(in.From, in.Inc)
+		}
 	}
 	// Check before making a machine for a name never seen.
 	err := q.Check(in.Frame.Msg, n.cfg.Self, len(n.cfg.Peers))
@@ -538,7 +555,7 @@ func (n *Node) flush(r *resource) {
 		return
 	}
 	n.stats.Entries++
-	if n.fo != nil && !n.leaseValid(r, time.Now()) {
+	if n.fo != nil && !n.leaseValid(r, qnet.Now()) {
 		// A member of the quorum may free its part before the holder
 		// could use it: given back at once (see failover.go).
 		n.stats.LeasesLost++
@@ -556,6 +573,9 @@ func (n *Node) flush(r *resource) {
 	w := r.waiters[0]
 	r.waiters = r.waiters[1:]
 	r.lease = &Lease{name: r.name, token: rd.Token, n: n, lost: make(chan struct{})}
+	if ft, ok := r.m.(q.FaultTolerant); ok && n.fo != nil {
+		r.lease.quorum = ft.Quorum()
+	}
 	w.ch <- result{lease: r.lease}
 }
 
@@ -655,8 +675,8 @@ func (n *Node) Acquire(ctx context.Context, name string) (*Lease, error) {
 // not granted within Config.TryWait.
 func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	if n.fo != nil {
-		if time.Now().Before(n.fo.awake) {
-			return nil, fmt.Errorf("%w: waiting out the leases a previous incarnation may have given, until %v", ErrNotConnected, n.fo.awake.Format(time.TimeOnly))
+		if left := n.fo.awake.Sub(qnet.Now()); left > 0 {
+			return nil, fmt.Errorf("%w: waiting out the leases a previous incarnation may have given, %v more", ErrNotConnected, left.Round(time.Millisecond))
 		}
 	} else if a, ok := n.tr.(admission); ok {
 		if _, refused := a.Admission(); refused {
@@ -751,6 +771,9 @@ type Status struct {
 	// reports neither.
 	Links []Link
 	Net   *qnet.Stats
+	// LeaseMargin is the failure handling's margin, zero without it: a
+	// lock client stops its work this long before a lease runs out.
+	LeaseMargin time.Duration
 }
 
 // Link is this node's link to one peer, as the transport reports it.
@@ -762,6 +785,9 @@ type Link struct {
 // Status reports the node's state.
 func (n *Node) Status() (Status, error) {
 	st := Status{Group: n.cfg.Group, Setup: n.cfg.Setup(), Self: n.cfg.Self, Peers: n.cfg.Peers, Quorum: n.factory.Quorum(n.cfg.Self)}
+	if n.fo != nil {
+		st.LeaseMargin = n.fo.margin
+	}
 	// The transport is read outside the loop: it has locks of its own.
 	st.Reachable = true
 	if n.fo != nil {
@@ -796,10 +822,11 @@ func (n *Node) Status() (Status, error) {
 
 // Lease is a resource this node holds.
 type Lease struct {
-	name  string
-	token uint64
-	n     *Node
-	lost  chan struct{}
+	name   string
+	token  uint64
+	n      *Node
+	lost   chan struct{}
+	quorum []int // with failure handling: whose hearing keeps it
 
 	mu       sync.Mutex
 	err      error
@@ -816,9 +843,26 @@ func (l *Lease) Token() uint64 { return l.token }
 // Lost is closed if the lease ends without Release (the node closed).
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
-// TimeLeft returns false: the quorum protocols' locks do not expire
-// (mcnode.Lease).
-func (l *Lease) TimeLeft() (time.Duration, bool) { return 0, false }
+// Expires is when the lock runs out unless the members of its quorum keep
+// hearing this node, on CLOCK_BOOTTIME (qnet.Now), with failure handling;
+// zero without: the lock lasts until released.
+func (l *Lease) Expires() time.Time {
+	if l.quorum == nil {
+		return time.Time{}
+	}
+	return l.n.leaseDeadline(l.quorum)
+}
+
+// TimeLeft returns how long the lock has left unless renewed (its quorum
+// keeps hearing this node), with failure handling; false without: the
+// lock lasts until released (mcnode.Lease).
+func (l *Lease) TimeLeft() (time.Duration, bool) {
+	e := l.Expires()
+	if e.IsZero() {
+		return 0, false
+	}
+	return e.Sub(qnet.Now()), true
+}
 
 // Err says why the lease was lost, or nil.
 func (l *Lease) Err() error {

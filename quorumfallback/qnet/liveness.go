@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcnode/mcnode/internal/boottime"
 	"github.com/mcnode/mcnode/quorumfallback"
 )
 
@@ -24,34 +25,43 @@ import (
 // calls Forget; an incarnation given to Refuse is refused for good, with
 // an answer that tells it so (Failed), and its connection is closed.
 
-// liveness is the mesh's record of its peers' liveness.
+// liveness is the mesh's record of its peers' liveness. Its times are
+// CLOCK_BOOTTIME's (Now), which keeps running while the host is suspended:
+// a lease must not outlive its real length (as in multicast mode).
 type liveness struct {
-	start time.Time
+	start int64 // boottime nanoseconds
 	// heardAt and ackedAt are nanoseconds since start, 0 for never.
 	heardAt, ackedAt []atomic.Int64
+	// refusedAt is node i's incarnation refused for good (0: none);
+	// broken the incarnation whose link from this node broke (frames to
+	// it may be lost), for the runtime to suspect (0: none).
+	refusedAt, broken []atomic.Uint64
 
 	mu        sync.Mutex
-	forgotten []bool   // the next incarnation of node i is taken
-	refusedAt []uint64 // node i's incarnation refused for good (0: none)
+	forgotten []uint64 // node i's incarnation put down (0: none)
 	failed    chan struct{}
 	wasFailed bool
 }
 
 func (l *liveness) init(n int) {
-	l.start = time.Now()
+	l.start = int64(boottime.Now())
 	l.heardAt, l.ackedAt = make([]atomic.Int64, n), make([]atomic.Int64, n)
-	l.forgotten, l.refusedAt = make([]bool, n), make([]uint64, n)
+	l.refusedAt, l.broken = make([]atomic.Uint64, n), make([]atomic.Uint64, n)
+	l.forgotten = make([]uint64, n)
 	l.failed = make(chan struct{})
 }
 
+// Now is the time the mesh's liveness is told in: CLOCK_BOOTTIME.
+func Now() time.Time { return time.Unix(0, int64(boottime.Now())) }
+
 // since is now in nanoseconds since start, never 0.
-func (l *liveness) since() int64 { return max(int64(time.Since(l.start)), 1) }
+func (l *liveness) since() int64 { return max(int64(boottime.Now())-l.start, 1) }
 
 func (l *liveness) at(ns int64) time.Time {
 	if ns == 0 {
 		return time.Time{}
 	}
-	return l.start.Add(time.Duration(ns))
+	return time.Unix(0, l.start+ns)
 }
 
 // heard records a frame from node from, answers a heartbeat with an echo,
@@ -94,7 +104,7 @@ func (m *Mesh) heartbeats() {
 			if p == nil {
 				continue
 			}
-			if up, queued := m.Backlog(p.id); up && queued < 64 {
+			if up, _ := m.Backlog(p.id); up {
 				_ = m.Send(p.id, liveFrame(quorumfallback.Heartbeat, m.cfg.Self, p.id, uint64(m.live.since())))
 			}
 		}
@@ -112,7 +122,15 @@ func (m *Mesh) Acked(i int) time.Time { return m.live.at(m.live.ackedAt[i].Load(
 func (m *Mesh) Live() bool { return m.cfg.Heartbeat > 0 }
 
 // Started returns when the mesh started.
-func (m *Mesh) Started() time.Time { return m.live.start }
+func (m *Mesh) Started() time.Time { return time.Unix(0, m.live.start) }
+
+// SelfIncarnation returns this node's incarnation.
+func (m *Mesh) SelfIncarnation() uint64 { return m.incarnation }
+
+// Broken returns the incarnation of node i whose link from this node broke
+// (frames written to it may have been lost: the protocols' channels are
+// reliable only while a link lasts), or 0.
+func (m *Mesh) Broken(i int) uint64 { return m.live.broken[i].Load() }
 
 // Incarnation returns the incarnation of node i that this node takes (0:
 // none yet).
@@ -123,38 +141,39 @@ func (m *Mesh) Incarnation(i int) uint64 {
 }
 
 // Refuse refuses node i's incarnation inc for good, if it is the one taken:
-// its connection is closed, and its hellos are answered so that it knows.
-// It reports whether it did.
+// its connection is closed, what it sends from then on is dropped, and its
+// hellos are answered so that it knows. It reports whether it did.
 func (m *Mesh) Refuse(i int, inc uint64) bool {
 	if i < 0 || i >= m.n || i == m.cfg.Self || inc == 0 {
 		return false
 	}
 	m.mu.Lock()
-	taken := m.incarnations[i] == inc
-	in := m.incoming[i]
-	m.mu.Unlock()
-	if !taken {
+	if m.incarnations[i] != inc {
+		m.mu.Unlock()
 		return false
 	}
-	m.live.mu.Lock()
-	m.live.refusedAt[i] = inc
-	m.live.mu.Unlock()
+	// Under m.mu, which takeOver holds when it checks: a hello of this
+	// incarnation that raced the refusal is not taken.
+	m.live.refusedAt[i].Store(inc)
+	in := m.incoming[i]
+	m.mu.Unlock()
 	if in != nil {
 		in.c.Close()
 	}
 	return true
 }
 
-// Forget lets node i's next incarnation in: the runtime has put the one
-// before down. The frames still queued for node i are dropped (counted as
-// lost): they were for the incarnation put down, and the next one would
-// take them for its own (a request given up would hold its lock forever).
-func (m *Mesh) Forget(i int) {
+// Forget lets node i's next incarnation in, in and out: the runtime has put
+// incarnation inc down (0 if it knew none). The frames still queued for
+// node i are dropped (counted as lost): they were for the incarnation put
+// down, and the next one would take them for its own (a request given up
+// would hold its lock forever).
+func (m *Mesh) Forget(i int, inc uint64) {
 	if i < 0 || i >= m.n || i == m.cfg.Self {
 		return
 	}
 	m.live.mu.Lock()
-	m.live.forgotten[i] = true
+	m.live.forgotten[i] = inc
 	m.live.mu.Unlock()
 	p := m.peers[i]
 	p.mu.Lock()
@@ -177,25 +196,38 @@ func (m *Mesh) declaredFailed() {
 }
 
 // refused reports whether node i's incarnation inc was refused for good.
-func (l *liveness) refused(i int, inc uint64) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.refusedAt[i] == inc
-}
+func (l *liveness) refused(i int, inc uint64) bool { return l.refusedAt[i].Load() == inc }
 
 // takeIncarnation records node i's incarnation on its first hello, or on
-// the first after Forget, and reports whether inc is the one taken.
+// the first after the incarnation taken was put down (Forget), and reports
+// whether inc is the one taken.
 func (m *Mesh) takeIncarnation(i int, inc uint64) bool {
-	m.live.mu.Lock()
-	forgotten := m.live.forgotten[i]
-	m.live.mu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.incarnations[i] == 0 || forgotten && m.incarnations[i] != inc {
+	m.live.mu.Lock()
+	down := m.live.forgotten[i]
+	m.live.mu.Unlock()
+	if cur := m.incarnations[i]; cur == 0 || cur != inc && down == cur {
 		m.incarnations[i] = inc
-		m.live.mu.Lock()
-		m.live.forgotten[i] = false
-		m.live.mu.Unlock()
 	}
 	return m.incarnations[i] == inc
+}
+
+// writeTo decides whether the writer to p may write to incarnation acc of
+// it, the one that accepted its hello: the one it wrote to before, or,
+// once the runtime has put that one down (its queue then dropped), the
+// next. Otherwise what is queued was for another incarnation, and it waits.
+func (m *Mesh) writeTo(p *peer, acc uint64) error {
+	if m.cfg.Heartbeat == 0 || p.inc == 0 || p.inc == acc {
+		p.inc = acc
+		return nil
+	}
+	m.live.mu.Lock()
+	down := m.live.forgotten[p.id]
+	m.live.mu.Unlock()
+	if down != p.inc {
+		return &refusedError{p.id, p.addr, "it came back as a new incarnation, which this node has not put the last one down for yet", true}
+	}
+	p.inc = acc
+	return nil
 }

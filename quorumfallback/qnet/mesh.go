@@ -51,6 +51,8 @@ type Inbound struct {
 	From int
 	// Frame is what it sent.
 	Frame Frame
+	// Inc is the incarnation of From that sent it (its hello's).
+	Inc uint64
 }
 
 // Limits and defaults of the mesh.
@@ -304,6 +306,9 @@ type peer struct {
 	// redial asks the writer to end its connection between two writes and
 	// dial again (SetKeys: the link was made with a key removed since).
 	redial atomic.Bool
+	// inc is the incarnation of the node the writer writes to (0: none
+	// yet); the writer's alone.
+	inc uint64
 
 	mu     sync.Mutex
 	buf    []byte // encoded frames, back to back
@@ -752,6 +757,11 @@ func (m *Mesh) write(p *peer) {
 			return
 		}
 		m.reconnects.Add(1)
+		if !errors.Is(err, errRedial) && m.cfg.Heartbeat > 0 {
+			// What was written may be lost: the runtime puts that
+			// incarnation down rather than wait on what never arrives.
+			m.live.broken[p.id].Store(p.inc)
+		}
 		switch {
 		case errors.Is(err, errRedial):
 			m.log.Info().Int("peer", p.id).Str("addr", p.addr).Msg("qnet: link made with a removed key; redialling")
@@ -859,7 +869,11 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 	_ = c.SetDeadline(time.Time{})
 	switch answer[0] {
 	case helloAccept:
-		return nil
+		acc, err := binary.ReadUvarint(byteReader{c})
+		if err != nil || acc == 0 {
+			return fmt.Errorf("qnet: peer %d at %s: accepted without its incarnation: %v", p.id, p.addr, err)
+		}
+		return m.writeTo(p, acc)
 	case helloWrongSetup:
 		return &refusedError{p.id, p.addr, "different setup", false}
 	case helloWrongSender:
@@ -936,13 +950,13 @@ func (m *Mesh) serve(c net.Conn) {
 		c = tc
 	}
 	br := bufio.NewReaderSize(c, readBuffer)
-	from, ok := m.helloIn(c, br)
+	from, inc, ok := m.helloIn(c, br)
 	if !ok {
 		return
 	}
 	in := &inConn{c: c, done: make(chan struct{})}
 	defer close(in.done)
-	if !m.takeOver(from, in) {
+	if !m.takeOver(from, inc, in) {
 		return
 	}
 	defer func() {
@@ -952,15 +966,21 @@ func (m *Mesh) serve(c net.Conn) {
 		}
 		m.mu.Unlock()
 	}()
-	m.readFrames(from, c, br)
+	m.readFrames(from, inc, c, br)
 }
 
-// takeOver makes in the connection node from sends on. A node redials only
-// when it believes its previous connection broke, so that one is closed,
-// and in is read only after its reader ended, so that frames from one node
-// are delivered in order.
-func (m *Mesh) takeOver(from int, in *inConn) bool {
+// takeOver makes in the connection node from (incarnation inc) sends on. A
+// node redials only when it believes its previous connection broke, or
+// ended it (a key removed): the old one is closed once its reader has read
+// what was sent on it (at most takeOverDrain), and in is read only after
+// that reader ended, so that frames from one node are delivered in order.
+// An incarnation refused meanwhile (Refuse raced its hello) is not taken.
+func (m *Mesh) takeOver(from int, inc uint64, in *inConn) bool {
 	m.mu.Lock()
+	if m.cfg.Heartbeat > 0 && m.live.refused(from, inc) {
+		m.mu.Unlock()
+		return false
+	}
 	old := m.incoming[from]
 	m.incoming[from] = in
 	m.mu.Unlock()
@@ -968,6 +988,15 @@ func (m *Mesh) takeOver(from int, in *inConn) bool {
 		return true
 	}
 	m.log.Info().Int("peer", from).Str("remote", in.c.RemoteAddr().String()).Msg("qnet: peer reconnected; closing its previous connection")
+	t := time.NewTimer(takeOverDrain)
+	defer t.Stop()
+	select {
+	case <-old.done: // ended by itself: everything on it was read
+		return true
+	case <-t.C:
+	case <-m.closed:
+		return false
+	}
 	old.c.Close()
 	select {
 	case <-old.done:
@@ -977,8 +1006,13 @@ func (m *Mesh) takeOver(from int, in *inConn) bool {
 	}
 }
 
+// takeOverDrain bounds how long a reconnecting peer's previous connection
+// may take to end by itself: a peer that closed it has sent all it wrote
+// before the close, which the reader reads to the end.
+const takeOverDrain = time.Second
+
 // helloIn reads and checks a hello, and answers it.
-func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, ok bool) {
+func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok bool) {
 	remote := c.RemoteAddr().String()
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	var magic [4]byte
@@ -987,15 +1021,15 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, ok bool) {
 			m.malformed.Add(1)
 			m.log.Warn().Err(err).Str("remote", remote).Msg("qnet: connection closed during its hello")
 		}
-		return 0, false
+		return 0, 0, false
 	}
 	if magic != helloMagic {
 		m.malformed.Add(1)
 		m.log.Warn().Str("remote", remote).Bytes("magic", magic[:]).Msg("qnet: connection does not open with a qnet hello; closing it")
-		return 0, false
+		return 0, 0, false
 	}
 	idx, err := binary.ReadUvarint(br)
-	var size, inc uint64
+	var size uint64
 	if err == nil {
 		inc, err = binary.ReadUvarint(br)
 		if err == nil && inc == 0 {
@@ -1018,7 +1052,7 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, ok bool) {
 			m.malformed.Add(1)
 			m.log.Warn().Err(err).Str("remote", remote).Msg("qnet: bad hello; closing the connection")
 		}
-		return 0, false
+		return 0, 0, false
 	}
 	answer := byte(helloAccept)
 	switch {
@@ -1047,15 +1081,22 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, ok bool) {
 		m.log.Error().Str("remote", remote).Uint64("node", idx).
 			Msg("qnet: refused node that restarted: it lost the locks and queues the protocol needs, so it cannot rejoin a running group; restart every node")
 	}
-	if _, err := c.Write([]byte{answer}); err != nil || answer != helloAccept {
-		return 0, false
+	// An acceptance names this incarnation, so that the dialler never
+	// hands what it queued for an earlier one to this one.
+	reply := []byte{answer}
+	if answer == helloAccept {
+		reply = binary.AppendUvarint(reply, m.incarnation)
+	}
+	if _, err := c.Write(reply); err != nil || answer != helloAccept {
+		return 0, 0, false
 	}
 	_ = c.SetDeadline(time.Time{})
-	return int(idx), true
+	return int(idx), inc, true
 }
 
-// readFrames delivers the frames node from sends on c until c ends.
-func (m *Mesh) readFrames(from int, c net.Conn, br *bufio.Reader) {
+// readFrames delivers the frames node from (incarnation inc) sends on c
+// until c ends, or that incarnation is refused.
+func (m *Mesh) readFrames(from int, inc uint64, c net.Conn, br *bufio.Reader) {
 	body := make([]byte, MaxFrame)
 	for {
 		size, err := binary.ReadUvarint(br)
@@ -1088,11 +1129,16 @@ func (m *Mesh) readFrames(from int, c net.Conn, br *bufio.Reader) {
 		k := f.Msg.Kind
 		m.recvFrames[k].Add(1)
 		m.recvBytes[k].Add(uint64(uvarintLen(size)) + size)
-		if m.cfg.Heartbeat > 0 && m.live.heard(from, f.Msg, m) {
-			continue // a heartbeat or an echo: the mesh's own
+		if m.cfg.Heartbeat > 0 {
+			if m.live.refused(from, inc) {
+				return // nothing of a refused incarnation counts
+			}
+			if m.live.heard(from, f.Msg, m) {
+				continue // a heartbeat or an echo: the mesh's own
+			}
 		}
 		select {
-		case m.inbound <- Inbound{From: from, Frame: f}:
+		case m.inbound <- Inbound{From: from, Inc: inc, Frame: f}:
 		case <-m.closed:
 			return
 		}
@@ -1171,4 +1217,14 @@ func (m *Mesh) secure(tc *tls.Conn) (net.Conn, error) {
 	}
 	_ = tc.SetDeadline(time.Time{})
 	return tc, nil
+}
+
+// byteReader reads a connection a byte at a time (a hello's answer is a few
+// bytes, and nothing after it may be read ahead).
+type byteReader struct{ c net.Conn }
+
+func (b byteReader) ReadByte() (byte, error) {
+	var one [1]byte
+	_, err := io.ReadFull(b.c, one[:])
+	return one[0], err
 }
