@@ -108,7 +108,7 @@ type Row struct {
 	// grant, to a survivor.
 	FailoverMS float64 `json:"failover_ms,omitempty"`
 
-	Err   string `json:"error,omitempty"`
+	Err string `json:"error,omitempty"`
 
 	// entriesBy counts a quorum simulation's entries per node: the paper's
 	// figure is weighted by them, since a node's cost depends on its
