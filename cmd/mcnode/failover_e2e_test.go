@@ -448,7 +448,18 @@ func TestE2EStoppedHolderDaemon(t *testing.T) {
 	// Before anything else is cleaned up if the test ends early: the
 	// loops' clients would wait on the stopped daemon.
 	t.Cleanup(func() { _ = c.daemons[holder].Process.Signal(syscall.SIGCONT) })
-	stopped := time.Now()
+	holderCutShort(t, l, hold, wait, holder, waiter, time.Now())
+	if err := c.daemons[holder].Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holderCutShort checks what follows a stop (at stopped) of the daemon of
+// holder, whose lock client is hold, while waiter's client wait queues:
+// the waiter gets the lock, the holder's client reports it lost, and the
+// holder's critical section ends, cut short, before the waiter's begins.
+func holderCutShort(t *testing.T, l *lockLoop, hold, wait *background, holder, waiter int, stopped time.Time) {
+	t.Helper()
 	if err := <-wait.done; err != nil {
 		t.Fatalf("the waiter did not get the lock: %v: %s", err, wait.out)
 	}
@@ -459,9 +470,6 @@ func TestE2EStoppedHolderDaemon(t *testing.T) {
 		t.Fatalf("critical sections %+v: want the holder's, cut short, then the waiter's", ss)
 	}
 	t.Logf("the holder's command stopped writing %v before the waiter entered", time.Duration(ss[1].first-ss[0].last).Round(time.Millisecond))
-	if err := c.daemons[holder].Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // SIGSTOP of the server's daemon for three seconds, then SIGCONT: the others

@@ -104,14 +104,5 @@ func TestE2EQuorumStoppedHolderDaemon(t *testing.T) {
 	t.Cleanup(func() { _ = c.daemons[holder].Process.Signal(syscall.SIGCONT) })
 	stopped := time.Now()
 	wait := c.background(c.mcnode(waiter, "lock", "--timeout", "30s", "shared", "--", "sh", "-c", critical, "sh", c.dir, strconv.Itoa(waiter), "5"))
-	if err := <-wait.done; err != nil {
-		t.Fatalf("the waiter did not get the lock: %v: %s", err, wait.out)
-	}
-	t.Logf("the waiter entered %v after the holder's daemon was stopped", time.Since(stopped).Round(time.Millisecond))
-	hold.wantExit(t, exitLost, "the stopped holder's mcnode lock")
-	ss := l.sections(t) // fails on an overlap
-	if len(ss) != 2 || ss[0].host != holder || ss[0].ended || ss[1].host != waiter {
-		t.Fatalf("critical sections %+v: want the holder's, cut short, then the waiter's", ss)
-	}
-	t.Logf("the holder's command stopped writing %v before the waiter entered", time.Duration(ss[1].first-ss[0].last).Round(time.Millisecond))
+	holderCutShort(t, l, hold, wait, holder, waiter, stopped)
 }
