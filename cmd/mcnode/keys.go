@@ -351,7 +351,7 @@ func keysCommand() *cli.Command {
 			withCommon(&cli.Command{Name: "list", Usage: "list the key IDs, the one sealing first",
 				Flags:  []cli.Flag{local},
 				Action: func(c *cli.Context) error { return do(c, scope(c, request{Op: "keys"})) }}),
-			withCommon(&cli.Command{Name: "install", Usage: "accept a new key, read from a key file made by mcnode keygen", ArgsUsage: "KEYFILE",
+			withCommon(&cli.Command{Name: "install", Usage: "accept a new key from a key file made by mcnode keygen; the other members read it at the same path on their hosts", ArgsUsage: "KEYFILE",
 				Flags: []cli.Flag{local},
 				Action: func(c *cli.Context) error {
 					path, err := oneArg(c, "the key file to install the key of")
