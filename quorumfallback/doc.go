@@ -51,18 +51,21 @@
 //
 // # Failures
 //
-// The papers assume nodes that never fail. Maekawa's protocol (and, in
-// steps to come, Cao and Singhal's: see their section 6) goes on when nodes
-// fail if its coterie has substitute quorums: the tree (Agrawal and El
-// Abbadi, coterie.TreeQuorum) and the majority (coterie.Substitute). A
-// machine that can (FaultTolerant) learns of a failure through Down(i): it
-// drops i's request and the permission i held, and a node waiting for a
-// quorum that holds i gives back what it got (a RELEASE, which also
-// withdraws a request still queued) and asks a substitute quorum. A finite
-// projective plane or a grid has no substitute: such a node waits until i
-// is Up again. Ricart and Agrawala's protocol and the central coordinator
-// have no quorums to substitute, and Kakugawa's k-out-of-M protocol is not
-// adapted yet: a failed node stalls every request that needs it.
+// The papers assume nodes that never fail. Maekawa's protocol and Cao and
+// Singhal's (their section 6) go on when nodes fail if the coterie has
+// substitute quorums: the tree (Agrawal and El Abbadi, coterie.TreeQuorum)
+// and the majority (coterie.Substitute). A machine that can
+// (FaultTolerant) learns of a failure through Down(i): it drops i's
+// request and the permission i held, and a node waiting for a quorum that
+// holds i gives back what it got (a RELEASE, which also withdraws a
+// request still queued) and asks a substitute quorum. Cao and Singhal's
+// arbiter first asks the nodes i may have passed its permission to by
+// proxy whether they hold it (Query, Answer; see package caosinghal). A
+// finite projective plane or a grid has no substitute: such a node waits
+// until i is Up again. Ricart and Agrawala's protocol and the central
+// coordinator have no quorums to substitute, and Kakugawa's k-out-of-M
+// protocol is not adapted: a failed node stalls every request that needs
+// it.
 //
 // A suspected node may be alive (a link cut), so Down must not free what
 // it still uses. A runtime that calls Down must keep these rules, which the

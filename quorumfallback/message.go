@@ -50,6 +50,17 @@ const (
 	// Failure is failure(i) of Cao and Singhal's section 6, between
 	// runtimes: node Site's incarnation Token has failed.
 	Failure Kind = 11
+	// Query asks a node whether it holds an arbiter's permission for its
+	// request Seq, which node Site (down since) may have passed on to it
+	// by proxy (Cao and Singhal, after a failure; not in the paper).
+	Query Kind = 12
+	// Answer answers a Query: Site is the answering node if it holds the
+	// permission, None if it does not (and never will from that proxy).
+	Answer Kind = 13
+
+	// Kinds is one more than the highest kind: arrays indexed by kind have
+	// this length.
+	Kinds = Answer + 1
 )
 
 // String names the kind as the papers do.
@@ -77,12 +88,16 @@ func (k Kind) String() string {
 		return "echo"
 	case Failure:
 		return "failure"
+	case Query:
+		return "query"
+	case Answer:
+		return "answer"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // Valid reports whether k is a protocol message's kind (Update is not).
-func (k Kind) Valid() bool { return k >= Request && k <= Transfer }
+func (k Kind) Valid() bool { return k >= Request && k <= Transfer || k == Query || k == Answer }
 
 // Message is one protocol message between two nodes. Fields a kind does not
 // use are zero (Site is None).
@@ -119,7 +134,7 @@ func (m Message) String() string {
 	if m.Seq != 0 {
 		s += fmt.Sprintf(" seq=%d", m.Seq)
 	}
-	if m.Kind == Transfer || m.WithTransfer || m.Kind == Release && m.Site != None {
+	if m.Kind == Transfer || m.WithTransfer || m.Kind == Query || m.Kind == Answer || m.Kind == Release && m.Site != None {
 		s += fmt.Sprintf(" site=%d/%d", m.Site, m.SiteSeq)
 	}
 	if m.WithTransfer {

@@ -276,9 +276,11 @@ func (g *Group) Traffic() Traffic {
 		for _, l := range g.Nodes {
 			if n, ok := mcnode.Unwrap(l).(*node.Node); ok {
 				if st, err := n.Status(); err == nil {
-					for k := q.Request; k <= q.Transfer; k++ {
-						t.Sent[k.String()] += st.Stats.Sent[k]
-						t.Core += st.Stats.Sent[k]
+					for k := range q.Kinds {
+						if k.Valid() {
+							t.Sent[k.String()] += st.Stats.Sent[k]
+							t.Core += st.Stats.Sent[k]
+						}
 					}
 				}
 			}

@@ -165,7 +165,7 @@ func (n *Node) ask() {
 	clear(n.locked)
 	clear(n.failed)
 	clear(n.deferred)
-	quorum, ok := n.liveQuorum()
+	quorum, ok := q.LiveQuorum(n.cfg.Quorum, n.down, n.cfg.Substitute)
 	n.parked = !ok
 	if !ok {
 		return
@@ -174,21 +174,6 @@ func (n *Node) ask() {
 	for _, j := range n.quorum {
 		n.out.Send(q.Message{Kind: q.Request, To: j, Arbiter: j, Seq: n.seq, Site: q.None})
 	}
-}
-
-// liveQuorum is S_i if all its members are up, else a substitute.
-func (n *Node) liveQuorum() ([]q.ID, bool) {
-	if !slices.ContainsFunc(n.cfg.Quorum, func(j q.ID) bool { return n.down[j] }) {
-		return n.cfg.Quorum, true
-	}
-	if n.cfg.Substitute == nil {
-		return nil, false
-	}
-	quorum, ok := n.cfg.Substitute(func(j q.ID) bool { return !n.down[j] })
-	if !ok {
-		return nil, false
-	}
-	return slices.Sorted(slices.Values(quorum)), true
 }
 
 // Quorum is the set of members whose permission the current request needs
@@ -266,7 +251,7 @@ func (n *Node) Step(m q.Message) error {
 	if err := q.Check(m, n.cfg.Self, n.cfg.N); err != nil {
 		return err
 	}
-	if m.Kind == q.Transfer || m.Kind == q.Grant && m.Arbiter != m.From || m.WithTransfer {
+	if m.Kind == q.Transfer || m.Kind == q.Query || m.Kind == q.Answer || m.Kind == q.Grant && m.Arbiter != m.From || m.WithTransfer {
 		return fmt.Errorf("%w: %v is not a Maekawa message", q.ErrBadMessage, m)
 	}
 	if n.down[m.From] {

@@ -12,7 +12,7 @@ import (
 )
 
 // Failure handling, for protocols whose machines can go on without a
-// failed node (q.FaultTolerant: Maekawa), over the TCP mesh. It keeps the
+// failed node (q.FaultTolerant: Maekawa, Cao-Singhal), over the TCP mesh. It keeps the
 // rules the seeded simulation checks (the quorumfallback package doc,
 // "Failures"; quorumfallback/sim Faults):
 //
@@ -174,12 +174,50 @@ func (n *Node) checkFailures() {
 		}
 	}
 	for _, r := range n.res {
+		if r.pending != nil {
+			n.checkPending(r, now)
+		}
 		if r.lease != nil && !n.leaseValid(r, now) {
 			n.log.Warn().Str("resource", r.name).Msg("lock lost: a member of its quorum has not heard this node for the lease; it may give the lock to another")
 			n.stats.LeasesLost++
 			r.lease.lose(errQuorumSilent)
 			n.release(r)
 		}
+	}
+}
+
+// pendingEntry is a critical section entered while its lease is not
+// valid, held back from the caller (see holdEntry).
+type pendingEntry struct {
+	token uint64
+	until time.Time
+}
+
+// holdEntry holds back an entry whose lease is not valid: a member of its
+// quorum has not echoed this node's heartbeats for the lease minus the
+// margin, or never has, as when it is a new incarnation and the
+// permission came by proxy (Cao and Singhal) before its first echo. The
+// member may free its part, so the caller cannot have the lock now; if
+// an echo makes the lease valid within two heartbeats, it gets it then,
+// else the node gives the lock back.
+func (n *Node) holdEntry(r *resource, token uint64) {
+	r.pending = &pendingEntry{token: token, until: qnet.Now().Add(2 * n.fo.detect / 5)}
+	n.log.Debug().Str("resource", r.name).Msg("granted, but a member of the quorum has not heard this node for the lease: held back until it does")
+}
+
+// checkPending hands out a held-back entry once its lease is valid, or
+// gives it back when the wait is over.
+func (n *Node) checkPending(r *resource, now time.Time) {
+	p := r.pending
+	switch {
+	case n.leaseValid(r, now):
+		r.pending = nil
+		n.handOut(r, p.token)
+	case !now.Before(p.until):
+		r.pending = nil
+		n.stats.LeasesLost++
+		n.log.Warn().Str("resource", r.name).Msg("granted, but a member of the quorum has not heard this node for the lease: given back")
+		n.release(r)
 	}
 }
 

@@ -15,12 +15,18 @@ import (
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
 )
 
-// fastFailover is a Maekawa group's config with short failure timings, so
-// that a test waits a fraction of a second for what takes seconds by
-// default.
-func fastFailover(coterie string) Config {
-	return Config{Group: "t", Protocol: protocols.Maekawa, Coterie: coterie, TryWait: 100 * time.Millisecond,
+// fastFailover is a group's config with short failure timings, so that a
+// test waits a fraction of a second for what takes seconds by default.
+func fastFailover(protocol, coterie string) Config {
+	return Config{Group: "t", Protocol: protocol, Coterie: coterie, TryWait: 100 * time.Millisecond,
 		Lease: 400 * time.Millisecond, LeaseMargin: 80 * time.Millisecond, Detect: 200 * time.Millisecond}
+}
+
+// eachFaultTolerant runs test for each protocol with failure handling.
+func eachFaultTolerant(t *testing.T, test func(t *testing.T, protocol string)) {
+	for _, p := range []string{protocols.Maekawa, protocols.CaoSinghal} {
+		t.Run(p, func(t *testing.T) { test(t, p) })
+	}
 }
 
 // failoverBound is how long after a node dies the others may wait for a
@@ -34,8 +40,10 @@ func failoverBound(cfg Config) time.Duration {
 // with node 4 of 5 down (majority coterie: node 2 asks 2, 3 and 4), node 2
 // takes the lock through a substitute quorum within the bound, and the
 // live nodes go on excluding each other with increasing tokens.
-func TestFailoverNodeDown(t *testing.T) {
-	cfg := fastFailover("majority")
+func TestFailoverNodeDown(t *testing.T) { eachFaultTolerant(t, testFailoverNodeDown) }
+
+func testFailoverNodeDown(t *testing.T, protocol string) {
+	cfg := fastFailover(protocol, "majority")
 	nodes, _, _ := tcpGroup(t, 5, cfg)
 	contend(t, nodes, 1, 3)
 	nodes[4].Close()
@@ -56,8 +64,10 @@ func TestFailoverNodeDown(t *testing.T) {
 // A holder that dies loses its lock to the others once its lease has run
 // out, not before, and the next holder's fencing token is above the dead
 // one's, which no live node ever saw released.
-func TestFailoverHolderDies(t *testing.T) {
-	cfg := fastFailover("tree")
+func TestFailoverHolderDies(t *testing.T) { eachFaultTolerant(t, testFailoverHolderDies) }
+
+func testFailoverHolderDies(t *testing.T, protocol string) {
+	cfg := fastFailover(protocol, "tree")
 	nodes, _, _ := tcpGroup(t, 7, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -96,8 +106,10 @@ func TestFailoverHolderDies(t *testing.T) {
 // A node that restarts rejoins the running group as a new incarnation,
 // once the others have put its previous one down and it has waited out the
 // leases that one gave; then it takes locks again, and so do the others.
-func TestFailoverRestartRejoins(t *testing.T) {
-	cfg := fastFailover("tree")
+func TestFailoverRestartRejoins(t *testing.T) { eachFaultTolerant(t, testFailoverRestartRejoins) }
+
+func testFailoverRestartRejoins(t *testing.T, protocol string) {
+	cfg := fastFailover(protocol, "tree")
 	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	nodes, peers, start := tcpGroup(t, 7, cfg)
 	contend(t, nodes, 1, 2)
@@ -119,8 +131,18 @@ func TestFailoverRestartRejoins(t *testing.T) {
 	}
 	lease.Release()
 	contend(t, nodes, 1, 3)
-	st, _ := nodes[0].Status()
-	t.Logf("node 0: %d leases lost, quorum %v", st.Stats.LeasesLost, st.Quorum)
+	// A permission from the new incarnation can come by proxy before it
+	// echoed this node's heartbeats: such an entry is held back until it
+	// does, not given back at once and asked for again (it was, 38 times
+	// in a row here).
+	lost := uint64(0)
+	for _, nd := range nodes {
+		st, _ := nd.Status()
+		lost += st.Stats.LeasesLost
+	}
+	if lost > 3 {
+		t.Errorf("%d leases lost around the restart", lost)
+	}
 }
 
 var _ = q.None
@@ -206,7 +228,11 @@ func (p *linkProxy) setCut(from byte, cut bool) {
 // the cut mends, it learns it was declared failed and closes (a new
 // incarnation takes its place, as a restart does).
 func TestFailoverCutHolderLosesItsLockFirst(t *testing.T) {
-	cfg := fastFailover("majority")
+	eachFaultTolerant(t, testFailoverCutHolderLosesItsLockFirst)
+}
+
+func testFailoverCutHolderLosesItsLockFirst(t *testing.T, protocol string) {
+	cfg := fastFailover(protocol, "majority")
 	const n = 5
 	listeners, real := loopbackListeners(t, n)
 	proxies := make([]*linkProxy, n)

@@ -16,11 +16,12 @@
 // is Acquire that gives up after Config.TryWait: a lock that is free comes
 // within a round trip, one that is held does not.
 //
-// With Maekawa's protocol the node survives failed peers (failover.go): a
-// peer not heard for Config.Detect is suspected and, a lease after it was
-// last heard, put down on every machine (q.FaultTolerant.Down), which asks
-// substitute quorums; a holder loses its lock first if its quorum has not
-// heard it; a restarted peer rejoins as a new incarnation. The other
+// With Maekawa's and Cao and Singhal's protocols the node survives failed
+// peers (failover.go): a peer not heard for Config.Detect is suspected
+// and, a lease after it was last heard, put down on every machine
+// (q.FaultTolerant.Down), which asks substitute quorums; a holder loses
+// its lock first if its quorum has not heard it; a restarted peer rejoins
+// as a new incarnation. The other
 // protocols assume, as their papers do, nodes that never fail: a node that
 // dies stalls every request whose quorum contains it, and the runtime says
 // so in its log (the links report the broken connection). A node that
@@ -114,7 +115,7 @@ type Config struct {
 	// quorum, and every quorum shares one of them) or is set back.
 	TokenFile string
 	// Lease, LeaseMargin and Detect time the failure handling of the
-	// protocols that have it (Maekawa, see failover.go): a peer not heard
+	// protocols that have it (Maekawa, Cao-Singhal; see failover.go): a peer not heard
 	// for Detect is suspected and put down Lease+LeaseMargin after it was
 	// last heard; a holder loses its lock when a member of its quorum has
 	// not heard it for Lease-LeaseMargin. Every node of a group must use
@@ -221,13 +222,13 @@ const MaxResources = 1 << 16
 
 // Stats counts what the node did.
 type Stats struct {
-	Sent, Received [q.Transfer + 1]uint64 // messages by kind
-	Rejected       uint64                 // frames the machine refused
-	Entries        uint64                 // critical sections entered
-	Releases       uint64                 // critical sections left
-	Freed          uint64                 // quiescent machines freed
-	Abandoned      uint64                 // grants released at once: their caller had gone
-	LeasesLost     uint64                 // locks lost to a lease running out (failure handling)
+	Sent, Received [q.Kinds]uint64 // messages by kind
+	Rejected       uint64          // frames the machine refused
+	Entries        uint64          // critical sections entered
+	Releases       uint64          // critical sections left
+	Freed          uint64          // quiescent machines freed
+	Abandoned      uint64          // grants released at once: their caller had gone
+	LeasesLost     uint64          // locks lost to a lease running out (failure handling)
 	// Application state updates: copies sent (one per peer), not sent
 	// (the peer's link down or far behind), received, and received but
 	// dropped because a subscriber did not keep up.
@@ -242,6 +243,9 @@ type resource struct {
 	m       q.Protocol
 	waiters []*waiter
 	lease   *Lease
+	// pending is an entry held back until its lease is valid (see
+	// failover.go, holdEntry).
+	pending *pendingEntry
 }
 
 type waiter struct {
@@ -556,13 +560,15 @@ func (n *Node) flush(r *resource) {
 	}
 	n.stats.Entries++
 	if n.fo != nil && !n.leaseValid(r, qnet.Now()) {
-		// A member of the quorum may free its part before the holder
-		// could use it: given back at once (see failover.go).
-		n.stats.LeasesLost++
-		n.log.Warn().Str("resource", r.name).Msg("granted, but a member of the quorum has not heard this node for the lease: releasing at once")
-		n.release(r)
+		n.holdEntry(r, rd.Token)
 		return
 	}
+	n.handOut(r, rd.Token)
+}
+
+// handOut gives the critical section just entered to the first waiter, or
+// gives it back if the caller gave up.
+func (n *Node) handOut(r *resource, token uint64) {
 	if len(r.waiters) == 0 {
 		// The caller gave up while the request was out: give it back.
 		n.stats.Abandoned++
@@ -572,7 +578,7 @@ func (n *Node) flush(r *resource) {
 	}
 	w := r.waiters[0]
 	r.waiters = r.waiters[1:]
-	r.lease = &Lease{name: r.name, token: rd.Token, n: n, lost: make(chan struct{})}
+	r.lease = &Lease{name: r.name, token: token, n: n, lost: make(chan struct{})}
 	if ft, ok := r.m.(q.FaultTolerant); ok && n.fo != nil {
 		r.lease.quorum = ft.Quorum()
 	}

@@ -635,13 +635,13 @@ func TestIdleMachinesFreed(t *testing.T) {
 	}
 }
 
-// Without failure handling (Cao and Singhal's protocol has none yet), a
+// Without failure handling (Kakugawa's protocol has none), a
 // node that is down stalls the requests that need it, not the others:
 // with node 4 of 5 gone (majority coterie: node i asks i, i+1 and i+2),
 // nodes 0 and 1, whose quorums leave node 4 out, take locks; node 2, whose
 // quorum holds it, is told which node it lacks.
 func TestNodeDownStallsOnlyTheQuorumsThatHoldIt(t *testing.T) {
-	nodes, _, _ := tcpGroup(t, 5, Config{Group: "t", Protocol: protocols.CaoSinghal, Coterie: "majority", TryWait: 100 * time.Millisecond})
+	nodes, _, _ := tcpGroup(t, 5, Config{Group: "t", Protocol: protocols.Kakugawa, Coterie: "majority", TryWait: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nodes[4].Close()

@@ -15,7 +15,7 @@ import (
 // in TestNodeDownStallsOnlyTheQuorumsThatHoldIt; a protocol without
 // failure handling, which would find node 2 a substitute quorum).
 func TestStatusShowsLinks(t *testing.T) {
-	nodes, _, _ := tcpGroup(t, 5, Config{Group: "t", Protocol: protocols.CaoSinghal, Coterie: "majority"})
+	nodes, _, _ := tcpGroup(t, 5, Config{Group: "t", Protocol: protocols.Kakugawa, Coterie: "majority"})
 	contend(t, nodes[:3], 1, 5)
 	st, err := nodes[0].Status()
 	if err != nil {

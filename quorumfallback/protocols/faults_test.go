@@ -25,6 +25,7 @@ func faultOptions(seed int64, n int) sim.Options {
 		Crashes: r.Intn(1 + n/2), Cuts: r.Intn(1 + n/2),
 		Horizon: 4 * lease,
 	}
+	o.Faults.ReleaseCuts = r.Intn(3)
 	return o
 }
 
@@ -43,6 +44,10 @@ func faultWaitBound(o sim.Options, n, faults int) int64 {
 // count: seeds that found a fault in a rule, kept so that it stays found.
 // 1886 (tree) and 6708 (grid) overlap when a new incarnation acts at once
 // instead of waiting out its predecessor's leases.
+// Cao and Singhal's seeds within the default range: 492 (tree) overlaps
+// when an arbiter frees a failed holder's permission without asking whom
+// it passed it to; 3, 8, 20, 28 and 37 deadlocked on the failure paths
+// (a yield given back early, a request overtaken in doubt without a fail).
 var faultRegressionSeeds = []int64{1886, 6708}
 
 // TestFaultsSeeded runs the fault-tolerant protocols with fail-stop
@@ -58,6 +63,7 @@ func TestFaultsSeeded(t *testing.T) {
 	}
 	for _, setup := range []struct{ protocol, coterie string }{
 		{Maekawa, "tree"}, {Maekawa, "majority"}, {Maekawa, "grid"},
+		{CaoSinghal, "tree"}, {CaoSinghal, "majority"}, {CaoSinghal, "grid"},
 	} {
 		t.Run(setup.protocol+"/"+setup.coterie, func(t *testing.T) {
 			t.Parallel()

@@ -53,8 +53,11 @@ func TestMachineAPIErrors(t *testing.T) {
 }
 
 // FuzzMachineStep feeds every machine arbitrary messages with in-range
-// fields (what a confused or hostile peer could send over a link): no
-// machine may panic, and each either rejects a message or takes it.
+// fields (what a confused or hostile peer could send over a link), of
+// every kind, between requests, releases and, for the machines that
+// tolerate failures, any node put down or up: no machine may panic or
+// send a message out of range, and each either rejects a message or takes
+// it.
 func FuzzMachineStep(f *testing.F) {
 	f.Add([]byte{1, 0, 1, 0, 1, 0, 0, 0})
 	f.Add([]byte{2, 3, 1, 3, 1, 0, 1, 1, 3, 1, 0, 1, 5, 0})
@@ -71,13 +74,19 @@ func FuzzMachineStep(f *testing.F) {
 			}
 			for i := 0; i+7 <= len(data); i += 7 {
 				b := data[i : i+7]
-				switch b[0] % 10 {
-				case 8:
+				switch op := b[0] % 18; op {
+				case 14:
 					_ = m.Request()
-				case 9:
+				case 15:
 					_ = m.Release()
+				case 16, 17:
+					if ft, ok := m.(q.FaultTolerant); ok && op == 16 {
+						ft.Down(int(b[1] % n))
+					} else if ok {
+						ft.Up(int(b[1] % n))
+					}
 				default:
-					msg := q.Message{Kind: q.Kind(b[0] % 9), From: int(b[1] % n), To: 1, Arbiter: int(b[2] % n),
+					msg := q.Message{Kind: q.Kind(op), From: int(b[1] % n), To: 1, Arbiter: int(b[2] % n),
 						Seq: uint64(b[3] % 4), Site: int(b[4]%(n+1)) - 1, SiteSeq: uint64(b[5] % 4), WithTransfer: b[6]&1 == 1, Token: uint64(b[6] >> 1)}
 					_ = m.Step(msg)
 				}

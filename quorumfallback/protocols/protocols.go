@@ -135,7 +135,7 @@ func (f *Factory) New(self q.ID) (q.Protocol, error) {
 	case Maekawa:
 		return maekawa.New(maekawa.Config{Self: self, N: n, Quorum: f.Quorum(self), Substitute: f.Coterie.Substitute(self)})
 	case CaoSinghal:
-		return caosinghal.New(caosinghal.Config{Self: self, N: n, Quorum: f.Quorum(self)})
+		return caosinghal.New(caosinghal.Config{Self: self, N: n, Quorum: f.Quorum(self), Substitute: f.Coterie.Substitute(self)})
 	case Kakugawa:
 		return kakugawa.New(kakugawa.Config{Self: self, N: n, Quorum: f.Quorum(self)})
 	case RicartAgrawala:

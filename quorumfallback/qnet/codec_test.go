@@ -25,6 +25,8 @@ func validFrames() []Frame {
 		{Resource: "a", Msg: qf.Message{Kind: qf.Failed, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
 		{Resource: "a", Msg: qf.Message{Kind: qf.Inquire, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
 		{Resource: "a", Msg: qf.Message{Kind: qf.Yield, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
+		{Resource: "a", Msg: qf.Message{Kind: qf.Query, From: 5, To: 6, Arbiter: 5, Seq: 4, Site: 2, SiteSeq: 3}},
+		{Resource: "a", Msg: qf.Message{Kind: qf.Answer, From: 6, To: 5, Arbiter: 5, Seq: 4, Site: 6, Token: 11}},
 		{Resource: "game", Msg: qf.Message{Kind: qf.Update, From: 1, To: 0, Arbiter: 1, Site: qf.None}, Data: "{\"x\":3}"},
 		{Resource: "", Msg: qf.Message{Kind: qf.Update, From: 0, To: 1, Site: qf.None}},
 		{Resource: "big", Msg: qf.Message{Kind: qf.Update, From: 0, To: 1, Site: qf.None}, Data: strings.Repeat("\x00", MaxData)},
@@ -117,7 +119,7 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"empty", nil, "truncated before kind"},
 		{"kind 0", with(func(r *raw) { r.kind = 0 }), "unknown kind 0"},
-		{"kind 12", with(func(r *raw) { r.kind = 12 }), "unknown kind 12"},
+		{"kind 14", with(func(r *raw) { r.kind = 14 }), "unknown kind 14"},
 		{"update without its data", with(func(r *raw) { r.kind = byte(qf.Update) }), "truncated in data length"},
 		{"update data too long", binary.AppendUvarint(with(func(r *raw) { r.kind = byte(qf.Update) }), MaxData+1), "data of 1025 bytes exceeds 1024"},
 		{"update data past the end", binary.AppendUvarint(with(func(r *raw) { r.kind = byte(qf.Update) }), 3), "truncated: data of 3 bytes, 0 left"},
@@ -166,7 +168,7 @@ func TestAppendRejects(t *testing.T) {
 		want   string
 	}{
 		{"kind 0", func(f *Frame) { f.Msg.Kind = 0 }, "unknown kind 0"},
-		{"kind 12", func(f *Frame) { f.Msg.Kind = 12 }, "unknown kind 12"},
+		{"kind 14", func(f *Frame) { f.Msg.Kind = 14 }, "unknown kind 14"},
 		{"negative From", func(f *Frame) { f.Msg.From = -1 }, "From -1 not in"},
 		{"To over int32", func(f *Frame) { f.Msg.To = math.MaxInt32 + 1 }, "To 2147483648 not in"},
 		{"None Arbiter", func(f *Frame) { f.Msg.Arbiter = qf.None }, "Arbiter -1 not in"},

@@ -83,9 +83,11 @@ const (
 	maxSpare = 1 << 20
 )
 
-// helloMagic opens every hello (quorum, version 3: failure(i), heartbeats, and
-// answers that name their request; a version 2 node would deadlock with one).
-var helloMagic = [4]byte{'m', 'c', 'q', '3'}
+// helloMagic opens every hello (quorum, version 4: failure(i), heartbeats,
+// answers that name their request, and Cao and Singhal's query and answer
+// after a failure; a node of an earlier version would deadlock with one, or
+// drop the frames it does not know).
+var helloMagic = [4]byte{'m', 'c', 'q', '4'}
 
 // Answers to a hello.
 const (
@@ -1025,7 +1027,7 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok b
 	}
 	if magic != helloMagic {
 		m.malformed.Add(1)
-		m.log.Warn().Str("remote", remote).Bytes("magic", magic[:]).Msg("qnet: connection does not open with a qnet hello; closing it")
+		m.log.Warn().Str("remote", remote).Bytes("magic", magic[:]).Msg("qnet: connection does not open with a qnet hello of this version (a node of another mcnode version, or not mcnode); closing it")
 		return 0, 0, false
 	}
 	idx, err := binary.ReadUvarint(br)

@@ -31,11 +31,16 @@ import (
 // Crashed nodes come back after Restart; refused ones as soon as they
 // learn it. Faults are drawn from the run's seed: Crashes crashes and Cuts
 // cuts of random links between random nodes, holders and arbiters alike, at
-// random times before Horizon.
+// random times before Horizon; and up to ReleaseCuts cuts aimed at a
+// protocol's most fragile moment: a holder leaving the critical section
+// that passes an arbiter's permission on by proxy (Cao and Singhal) has
+// its link to that arbiter cut right after it sent its release(i, j),
+// which is lost, while its reply on the arbiter's behalf is not.
 type Faults struct {
 	Lease, Margin, Detect int64
 	Restart               int64
 	Crashes, Cuts         int
+	ReleaseCuts           int
 	Horizon               int64
 	// New makes node i's machine for a new incarnation; it must implement
 	// q.FaultTolerant, as must Options.Nodes.
@@ -56,19 +61,20 @@ const (
 
 type faultState struct {
 	Faults
-	n       int
-	alive   []bool
-	inc     []uint64   // incarnation of each node
-	link    [][]bool   // link up, symmetric
-	gen     [][]uint64 // bumped when the link goes down or up
-	cutAt   [][]int64  // when the link last went down
-	refused [][]uint64 // node refuses peer's incarnation (0: none)
-	downed  [][]uint64 // node called Down(peer) for this incarnation
-	seen    [][]uint64 // the incarnation of peer node last linked with (0: none)
-	isDown  [][]bool   // node's machines hold peer down
-	awake   []int64    // a new incarnation acts from then on
-	held    [][]event  // messages that reached a node before it woke, in order
-	faults  int        // failures so far, and their consequences: crashes, cuts, Downs, restarts, wake-ups
+	n           int
+	alive       []bool
+	inc         []uint64   // incarnation of each node
+	link        [][]bool   // link up, symmetric
+	gen         [][]uint64 // bumped when the link goes down or up
+	cutAt       [][]int64  // when the link last went down
+	refused     [][]uint64 // node refuses peer's incarnation (0: none)
+	downed      [][]uint64 // node called Down(peer) for this incarnation
+	seen        [][]uint64 // the incarnation of peer node last linked with (0: none)
+	isDown      [][]bool   // node's machines hold peer down
+	awake       []int64    // a new incarnation acts from then on
+	held        [][]event  // messages that reached a node before it woke, in order
+	faults      int        // failures so far, and their consequences: crashes, cuts, Downs, restarts, wake-ups
+	releaseCuts int        // ReleaseCuts made so far
 	// faultsAt is faults when each node's current request began.
 	faultsAt []int
 }
@@ -310,6 +316,26 @@ func (r *run) faultEvent(e event) {
 				r.machineDown(i, z)
 				r.at(s.Detect, event{kind: evSuspect, node: i, peer: z, inc: s.inc[z], gen: s.gen[i][z]})
 			}
+		}
+	}
+}
+
+// cutOnRelease may cut, one time in four while ReleaseCuts last, the link
+// from node i, which just left its critical section, to an arbiter whose
+// permission it passed on by proxy: sent holds what i sent on leaving.
+func (r *run) cutOnRelease(i q.ID, sent []q.Message) {
+	s := r.f
+	if s.releaseCuts >= s.ReleaseCuts {
+		return
+	}
+	for _, m := range sent {
+		if m.Kind == q.Release && m.Site != q.None {
+			if r.rng.Intn(4) == 0 {
+				s.releaseCuts++
+				r.tracef("%d: cut as node %d passes node %d's permission on", r.now, i, m.To)
+				r.faultEvent(event{kind: evCut, node: i, peer: m.To})
+			}
+			return
 		}
 	}
 }

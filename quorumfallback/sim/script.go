@@ -45,6 +45,13 @@ func (s *Script) Release(i q.ID) error {
 	return nil
 }
 
+// Down tells node i's machine, which must be q.FaultTolerant, that node j
+// has failed (the runtime's Down), and sends what it answers.
+func (s *Script) Down(i, j q.ID) {
+	s.Nodes[i].(q.FaultTolerant).Down(j)
+	s.collect(i)
+}
+
 // Pending is what is on the link from -> to, oldest first.
 func (s *Script) Pending(from, to q.ID) []q.Message { return s.links[[2]q.ID{from, to}] }
 
@@ -61,6 +68,18 @@ func (s *Script) Deliver(from, to q.ID) (q.Message, error) {
 		return m, err
 	}
 	s.collect(to)
+	return m, nil
+}
+
+// Drop loses the oldest message on the link from -> to, as a link that
+// broke would, and returns it.
+func (s *Script) Drop(from, to q.ID) (q.Message, error) {
+	k := [2]q.ID{from, to}
+	if len(s.links[k]) == 0 {
+		return q.Message{}, fmt.Errorf("sim: nothing on the link %d -> %d", from, to)
+	}
+	m := s.links[k][0]
+	s.links[k] = s.links[k][1:]
 	return m, nil
 }
 

@@ -71,7 +71,7 @@ type Result struct {
 	EntriesBy []int
 	Messages  int
 	Bytes     int // with Options.Size: the messages' total size
-	ByKind    [q.Transfer + 1]int
+	ByKind    [q.Kinds]int
 	// SyncDelays has, for each entry that a node was already waiting for
 	// when the previous holder left, the time from that exit to the entry.
 	SyncDelays []int64
@@ -281,7 +281,10 @@ func (r *run) leave(i q.ID) {
 		r.fail("node %d: release: %v", i, err)
 	}
 	r.pending--
-	r.collect(i)
+	sent := r.collect(i)
+	if r.f != nil {
+		r.cutOnRelease(i, sent)
+	}
 	r.next(i)
 }
 
@@ -293,12 +296,13 @@ func (r *run) next(i q.ID) {
 	r.at(r.between(r.opt.MinThink, r.opt.MaxThink), event{kind: evRequest, node: i, inc: r.inc(i)})
 }
 
-func (r *run) collect(i q.ID) {
+// collect sends what node i's machine has ready, and returns the messages.
+func (r *run) collect(i q.ID) []q.Message {
 	rd := r.opt.Nodes[i].Ready()
 	for _, m := range rd.Messages {
 		if m.From != i || m.To == i || m.To < 0 || m.To >= len(r.opt.Nodes) {
 			r.fail("node %d sent a malformed message %v", i, m)
-			return
+			return nil
 		}
 		r.res.Messages++
 		if r.opt.Size != nil {
@@ -327,7 +331,7 @@ func (r *run) collect(i q.ID) {
 		m, err := r.opt.Renew(i)
 		if err != nil {
 			r.fail("node %d: a new machine: %v", i, err)
-			return
+			return nil
 		}
 		m.RaiseClock(old.Clock())
 		m.RaiseTokens(old.HighestToken())
@@ -335,6 +339,7 @@ func (r *run) collect(i q.ID) {
 		r.res.Renewed++
 		r.tracef("%d: node %d's machine made anew", r.now, i)
 	}
+	return rd.Messages
 }
 
 func (r *run) enter(i q.ID, token uint64) {
@@ -406,6 +411,9 @@ func (r *run) stuck() string {
 				fmt.Fprintf(&b, " (incarnation %d, asking %v, holds down %v)", r.f.inc[i], p.(q.FaultTolerant).Quorum(), r.f.downList(i))
 			}
 			b.WriteString(";")
+		}
+		if s, ok := p.(fmt.Stringer); ok {
+			fmt.Fprintf(&b, " node %d: %v;", i, s)
 		}
 	}
 	return b.String()
