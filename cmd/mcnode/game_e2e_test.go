@@ -292,11 +292,16 @@ func (p *player) end(t *testing.T, name string) ([]game.Event, gameEnd) {
 // records agree.
 func TestE2EGameKillBot(t *testing.T) { gameKillBot(t) }
 
-// TestE2EGameQuorumKillBot: the same in quorum mode, Maekawa's protocol on
-// the majority coterie (peers from the multicast group): the survivors put
-// the killed node down, take substitute quorums, and the game goes on.
+// TestE2EGameQuorumKillBot: the same in quorum mode, Maekawa's and Cao and
+// Singhal's protocols on the majority coterie (peers from the multicast
+// group): the survivors put the killed node down, take substitute quorums,
+// and the game goes on.
 func TestE2EGameQuorumKillBot(t *testing.T) {
-	gameKillBot(t, "--mode", "quorum", "--quorum-size", "4", "--algo", "maekawa", "--coterie", "majority")
+	for _, algo := range []string{"maekawa", "cao-singhal"} {
+		t.Run(algo, func(t *testing.T) {
+			gameKillBot(t, "--mode", "quorum", "--quorum-size", "4", "--algo", algo, "--coterie", "majority")
+		})
+	}
 }
 
 func gameKillBot(t *testing.T, more ...string) {

@@ -73,7 +73,7 @@ func mode(c *cli.Context) (string, error) {
 func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 	cfg := node.Config{Group: c.String("group"), Protocol: c.String("algo"), Coterie: c.String("coterie"),
 		Self: c.Int("node-id"), Logger: log,
-		// The failure handling's leases (Maekawa), as multicast mode's.
+		// The failure handling's leases (Maekawa, Cao-Singhal), as multicast mode's.
 		Lease: c.Duration("lease"), LeaseMargin: c.Duration("lease-margin")}
 	if path := c.String("keyfile"); path != "" {
 		keys, err := seal.LoadKeyFile(path)
@@ -171,9 +171,9 @@ func (d daemonNode) acquire(ctx context.Context, name string, try bool) (mcnode.
 // leaseExpiry returns when a lease runs out unless renewed, on
 // CLOCK_BOOTTIME (internal/boottime), and false where it has no deadline
 // another process can compare with its own clock: quorum mode's leases
-// expire only with failure handling (Maekawa's), and off Linux the boot
-// clock is private to this process, so `mcnode lock` relies on the
-// daemon's word alone.
+// expire only with failure handling (Maekawa's, Cao and Singhal's), and
+// off Linux the boot clock is private to this process, so `mcnode lock`
+// relies on the daemon's word alone.
 func leaseExpiry(l mcnode.Lease) (time.Duration, bool) {
 	el, ok := l.(interface{ Expires() time.Time })
 	if !ok || !boottime.HostWide() {

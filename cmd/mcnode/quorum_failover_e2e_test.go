@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// Quorum mode survives a failed node, end to end: seven `mcnode run
-// --mode quorum --algo maekawa --coterie tree` daemons, one per host of a
+// Quorum mode survives a failed node, end to end, with each protocol that
+// handles failures: seven `mcnode run --mode quorum --algo maekawa
+// --coterie tree` daemons (then cao-singhal), one per host of a
 // LAN of network namespaces, and `mcnode lock` loops on every host
 // guarding one shared log file. Node 1, an inner node of the tree (in the
 // quorums of nodes 1, 3 and 4, and of their substitutes' paths), is killed
@@ -21,8 +22,14 @@ import (
 // put the old one down and it has waited out the old one's leases, and
 // takes the lock again.
 func TestE2EQuorumFailover(t *testing.T) {
+	for _, algo := range []string{"maekawa", "cao-singhal"} {
+		t.Run(algo, func(t *testing.T) { quorumFailover(t, algo) })
+	}
+}
+
+func quorumFailover(t *testing.T, algo string) {
 	const hosts = 7
-	c := newQuorumCluster(t, hosts, "maekawa", "tree")
+	c := newQuorumCluster(t, hosts, algo, "tree")
 	all := []int{0, 1, 2, 3, 4, 5, 6}
 	l := startLockLoops(c, all, 2)
 	t.Cleanup(func() {

@@ -284,3 +284,21 @@ func TestKeyCostTarget(t *testing.T) {
 		}
 	}
 }
+
+// A failover row that stalls says why: no failure handling, or no quorum
+// without the dead node.
+func TestWhyStalls(t *testing.T) {
+	for _, c := range []struct {
+		st   Setup
+		want string
+	}{
+		{Setup{Protocol: "maekawa", Coterie: "all"}, "every quorum of the all coterie"},
+		{Setup{Protocol: "cao-singhal", Coterie: "all"}, "every quorum of the all coterie"},
+		{Setup{Protocol: "kakugawa", Coterie: "tree"}, "no failure handling"},
+		{Setup{Protocol: "ricart-agrawala"}, "no failure handling"},
+	} {
+		if got := whyStalls(c.st, 4); !strings.Contains(got, c.want) {
+			t.Errorf("%v: %q, want it to say %q", c.st, got, c.want)
+		}
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	q "github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/quorumfallback/protocols"
 )
 
 // failoverStall bounds a failover row's wait for the next grant: a protocol
@@ -81,8 +84,24 @@ func failoverRun(st Setup, n int, opt SocketOptions) Row {
 	case at := <-regranted:
 		row.FailoverMS = float64(at.Sub(killed)) / float64(time.Millisecond)
 	case <-time.After(failoverStall):
-		row.Err = fmt.Sprintf("no grant in %v after the holder was killed: no failure handling (the lock stalls)", failoverStall)
+		row.Err = fmt.Sprintf("no grant in %v after the holder was killed: %s", failoverStall, whyStalls(st, n))
 	}
 	row.Entries = int(entries.Load())
 	return row
+}
+
+// whyStalls says why a quorum protocol granted nothing after a failure:
+// it has no failure handling, or its coterie has no quorum without the
+// dead node.
+func whyStalls(st Setup, n int) string {
+	f, err := protocols.NewFactory(protocols.Setup{Protocol: st.Protocol, Coterie: st.Coterie, N: n})
+	if err != nil {
+		return "the lock stalls"
+	}
+	if m, err := f.New(0); err == nil {
+		if _, ok := m.(q.FaultTolerant); ok {
+			return fmt.Sprintf("the lock stalls: every quorum of the %s coterie holds the dead node", st.Coterie)
+		}
+	}
+	return "no failure handling (the lock stalls)"
 }
