@@ -62,10 +62,25 @@
 // arbiter first asks the nodes i may have passed its permission to by
 // proxy whether they hold it (Query, Answer; see package caosinghal). A
 // finite projective plane or a grid has no substitute: such a node waits
-// until i is Up again. Ricart and Agrawala's protocol and the central
-// coordinator have no quorums to substitute, and Kakugawa's k-out-of-M
-// protocol is not adapted: a failed node stalls every request that needs
-// it.
+// until i is Up again.
+//
+// The other protocols are not adapted, and a failed node stalls every
+// request that needs it:
+//
+//   - Ricart and Agrawala's could ask "every live node" instead of every
+//     node, but two such sets need not meet: with the group split in two,
+//     each side would put the other down and grant, and a two-node group
+//     split by one cut link would have two holders. Failure handling needs
+//     quorums that still intersect once substitutes replace the dead, as a
+//     coterie's do.
+//   - Kakugawa's requests carry no identity (no timestamps, no sequence
+//     numbers: the paper's point). Giving a request up for a substitute
+//     quorum needs a late PERMIT for the request given up told apart from
+//     one for the next: the protocol would have to number its requests,
+//     and would no longer be the paper's.
+//   - The central coordinator holds every lock's queue alone: its failure
+//     needs another coordinator elected and the queues rebuilt, which is
+//     what the multicast mode does with its replicated log.
 //
 // A suspected node may be alive (a link cut), so Down must not free what
 // it still uses. A runtime that calls Down must keep these rules, which the
