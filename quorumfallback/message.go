@@ -202,7 +202,9 @@ type FaultTolerant interface {
 	// held or asked for, and moves a waiting request to a substitute
 	// quorum.
 	Down(i ID)
-	// Up says node i is back as a new incarnation holding nothing.
+	// Up says node i is back as a new incarnation holding nothing, whose
+	// sequence numbers are above the old one's (the runtime starts them at
+	// the wall clock).
 	Up(i ID)
 	// Quorum is the set of nodes whose permission the current request
 	// needs (the last request's, when idle): a holder's lease depends on

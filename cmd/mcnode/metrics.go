@@ -190,7 +190,10 @@ func (c collector) multicast(st group.Status) {
 
 func (c collector) quorum(st node.Status) {
 	c.gauge("mcnode_info", helpInfo, 1, "mode", string(mcnode.Quorum), "protocol", st.Setup.Protocol, "group", st.Group)
-	for k := q.Request; k <= q.Transfer; k++ {
+	for k := range q.Kinds {
+		if !k.Valid() {
+			continue
+		}
 		c.counter("mcnode_messages_sent_total", "Protocol messages sent, by kind.", st.Stats.Sent[k], "kind", k.String())
 		c.counter("mcnode_messages_received_total", "Protocol messages received, by kind.", st.Stats.Received[k], "kind", k.String())
 	}

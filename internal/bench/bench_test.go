@@ -292,8 +292,9 @@ func TestWhyStalls(t *testing.T) {
 		st   Setup
 		want string
 	}{
-		{Setup{Protocol: "maekawa", Coterie: "all"}, "every quorum of the all coterie"},
-		{Setup{Protocol: "cao-singhal", Coterie: "all"}, "every quorum of the all coterie"},
+		{Setup{Protocol: "maekawa", Coterie: "all"}, "the all coterie has no substitute"},
+		{Setup{Protocol: "cao-singhal", Coterie: "grid"}, "the grid coterie has no substitute"},
+		{Setup{Protocol: "cao-singhal", Coterie: "tree"}, "unexpected"},
 		{Setup{Protocol: "kakugawa", Coterie: "tree"}, "no failure handling"},
 		{Setup{Protocol: "ricart-agrawala"}, "no failure handling"},
 	} {

@@ -100,7 +100,10 @@ func whyStalls(st Setup, n int) string {
 	}
 	if m, err := f.New(0); err == nil {
 		if _, ok := m.(q.FaultTolerant); ok {
-			return fmt.Sprintf("the lock stalls: every quorum of the %s coterie holds the dead node", st.Coterie)
+			if f.Coterie.Substitute(0) != nil {
+				return "the lock stalls, although the coterie has substitute quorums (unexpected: please report it)"
+			}
+			return fmt.Sprintf("the lock stalls: the %s coterie has no substitute quorum, and the quorums that hold the dead node wait for it", st.Coterie)
 		}
 	}
 	return "no failure handling (the lock stalls)"

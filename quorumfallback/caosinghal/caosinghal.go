@@ -83,7 +83,11 @@
 //     no or is down, the arbiter locks for the head of its queue. Messages
 //     go only on failure; with none, the protocol is the paper's. A
 //     proxied reply names the proxy's request (SiteSeq), so that a later
-//     request of the same node (a new incarnation's) is not refused.
+//     request of the same node is not refused; Up(i) clears what was
+//     refused of i. Queries are numbered and answers name theirs, so that
+//     an answer from an earlier doubt is not taken for a later one. Like
+//     every stamp here, this needs a new incarnation's sequence numbers
+//     above the old one's: the runtime starts them at the wall clock.
 //   - A requester waiting for a quorum that holds i gives back what it got
 //     (a release to every live arbiter asked, which also withdraws a
 //     request still queued) and asks a substitute quorum with a new
@@ -158,12 +162,13 @@ type Node struct {
 	inqQueue  []bool // inq_queue, by arbiter
 	tranStack []transfer
 	token     uint64
-	// noProxy names, by arbiter, the proxy's request (its node and
-	// sequence number) whose reply on the arbiter's behalf this request
-	// refuses (NoStamp: none): the arbiter asked (Query) and was told this
-	// request does not hold it (see Down). A later request of the same
-	// node, a new incarnation's included, has another sequence number.
-	noProxy []q.Stamp
+	// noProxy lists, by arbiter, the proxies' requests (node and sequence
+	// number) whose replies on the arbiter's behalf this request refuses:
+	// the arbiter asked (Query) and was told this request does not hold
+	// it (see Down). A proxy's next incarnation is not refused: its Up
+	// clears its entries, and its sequence numbers start above the old
+	// one's (the runtime raises them to the wall clock).
+	noProxy [][]q.Stamp
 
 	// Arbitrating.
 	lock     q.Stamp
@@ -181,11 +186,22 @@ type Node struct {
 	// permission; it asked the nodes in asking (Query), and grants nothing
 	// until each has answered or is down (see Down).
 	doubt  bool
-	asking []q.Stamp
+	asking []query
+	// queries numbers the queries sent, so that an answer to an earlier
+	// one (about the same request, in an earlier doubt) is not taken for
+	// the answer to a later one.
+	queries uint64
 	// yielded holds, by node, the request (Seq) of a node that got this
-	// arbiter's reply by proxy and yielded it before the proxy's
-	// release(i, j) came (see onYield); 0: none.
+	// arbiter's reply by proxy from the node locked for and yielded it
+	// before that proxy's release(i, j) came (see onYield); 0: none. It
+	// concerns the current lock only.
 	yielded []uint64
+}
+
+// query is a Query sent and not answered yet: about request r, number id.
+type query struct {
+	r  q.Stamp
+	id uint64
 }
 
 // New returns the machine for cfg.
@@ -202,7 +218,7 @@ func New(cfg Config) (*Node, error) {
 		quorum:   cfg.Quorum,
 		replied:  make([]bool, cfg.N),
 		inqQueue: make([]bool, cfg.N),
-		noProxy:  make([]q.Stamp, cfg.N),
+		noProxy:  make([][]q.Stamp, cfg.N),
 		yielded:  make([]uint64, cfg.N),
 		lock:     q.NoStamp,
 		via:      q.NoStamp,
@@ -267,7 +283,7 @@ func (n *Node) ask() {
 	n.failed = false
 	clear(n.replied)
 	for j := range n.noProxy {
-		n.noProxy[j] = q.NoStamp
+		n.noProxy[j] = n.noProxy[j][:0]
 	}
 	n.nReplied, n.token = 0, 0
 	quorum, ok := q.LiveQuorum(n.cfg.Quorum, n.down, n.cfg.Substitute)
@@ -349,7 +365,7 @@ func (n *Node) Down(i q.ID) {
 		n.doubt, n.via = true, q.NoStamp
 		n.query([]q.Stamp{n.lock}, proxy)
 	}
-	n.asking = slices.DeleteFunc(n.asking, func(s q.Stamp) bool { return s.Node == i })
+	n.asking = slices.DeleteFunc(n.asking, func(a query) bool { return a.r.Node == i })
 	n.settle()
 	if n.state == q.Waiting && !n.parked && slices.Contains(n.quorum, i) {
 		n.giveBack()
@@ -363,10 +379,11 @@ func (n *Node) Down(i q.ID) {
 // passed on to them (see Down).
 func (n *Node) query(reqs []q.Stamp, proxy q.Stamp) {
 	for _, r := range reqs {
-		if !slices.Contains(n.asking, r) {
-			n.asking = append(n.asking, r)
+		if !slices.ContainsFunc(n.asking, func(a query) bool { return a.r == r }) {
+			n.queries++
+			n.asking = append(n.asking, query{r: r, id: n.queries})
 			m := n.send(q.Query, r.Node, r.Seq)
-			m.Site, m.SiteSeq = proxy.Node, proxy.Seq
+			m.Site, m.SiteSeq, m.Token = proxy.Node, proxy.Seq, n.queries
 			n.out.Send(m)
 		}
 	}
@@ -379,24 +396,28 @@ func (n *Node) query(reqs []q.Stamp, proxy q.Stamp) {
 func (n *Node) onQuery(m q.Message) {
 	j := m.Arbiter
 	holds := m.Seq == n.mine.Seq && n.state != q.Idle && n.replied[j]
-	a := q.Message{Kind: q.Answer, To: j, Arbiter: j, Seq: m.Seq, Site: q.None, Token: n.token}
+	// SiteSeq names the query answered.
+	a := q.Message{Kind: q.Answer, To: j, Arbiter: j, Seq: m.Seq, Site: q.None, SiteSeq: m.Token, Token: n.token}
 	if holds {
 		a.Site = n.cfg.Self
 	}
 	n.out.Send(a)
 	if !holds && m.Seq == n.mine.Seq && n.state == q.Waiting {
-		n.noProxy[j] = q.Stamp{Seq: m.SiteSeq, Node: m.Site}
+		if p := (q.Stamp{Seq: m.SiteSeq, Node: m.Site}); !slices.Contains(n.noProxy[j], p) {
+			n.noProxy[j] = append(n.noProxy[j], p)
+		}
 		n.out.Send(q.Message{Kind: q.Request, To: j, Arbiter: j, Seq: n.mine.Seq, Site: q.None})
 	}
 }
 
-// onAnswer takes a node's answer to a Query.
+// onAnswer takes a node's answer to the Query it names.
 func (n *Node) onAnswer(m q.Message) {
 	r := q.Stamp{Seq: m.Seq, Node: m.From}
-	if !n.doubt || !slices.Contains(n.asking, r) {
+	asked := query{r: r, id: m.SiteSeq}
+	if !n.doubt || !slices.Contains(n.asking, asked) {
 		return
 	}
-	n.asking = slices.DeleteFunc(n.asking, func(s q.Stamp) bool { return s == r })
+	n.asking = slices.DeleteFunc(n.asking, func(a query) bool { return a == asked })
 	if m.Site == q.None {
 		n.settle()
 		return
@@ -423,6 +444,11 @@ func (n *Node) Up(i q.ID) {
 		return
 	}
 	n.down[i] = false
+	for j := range n.noProxy {
+		// What the incarnation put down sent is gone; the new one's
+		// replies by proxy count.
+		n.noProxy[j] = slices.DeleteFunc(n.noProxy[j], func(p q.Stamp) bool { return p.Node == i })
+	}
 	if n.state == q.Waiting && n.parked {
 		n.ask()
 	}
@@ -463,9 +489,7 @@ func (n *Node) settle() {
 // setLock locks the arbiter for s (NoStamp: unlocks), replying itself;
 // nobody was sent a transfer about the new lock yet.
 func (n *Node) setLock(s q.Stamp) {
-	if s != q.NoStamp {
-		n.yielded[s.Node] = 0 // replied to directly: no proxy's release names it now
-	}
+	clear(n.yielded) // about the proxy's release that just came, or that a failure lost
 	n.lock, n.passable, n.via = s, n.passable[:0], q.NoStamp
 	n.doubt, n.asking = false, n.asking[:0]
 }
@@ -662,7 +686,7 @@ func (n *Node) onTransfer(m q.Message) {
 // another quorum.
 func (n *Node) onReply(m q.Message) {
 	j := m.Arbiter
-	if n.replied[j] || n.down[j] || !slices.Contains(n.quorum, j) || m.From != j && n.noProxy[j] == (q.Stamp{Seq: m.SiteSeq, Node: m.From}) {
+	if n.replied[j] || n.down[j] || !slices.Contains(n.quorum, j) || m.From != j && slices.Contains(n.noProxy[j], q.Stamp{Seq: m.SiteSeq, Node: m.From}) {
 		return
 	}
 	n.replied[j] = true
@@ -705,7 +729,7 @@ func (n *Node) onRelease(m q.Message) {
 		}
 		// Either way r holds nothing here now.
 		n.dropPassable(func(s q.Stamp) bool { return s == r })
-		n.asking = slices.DeleteFunc(n.asking, func(s q.Stamp) bool { return s == r })
+		n.asking = slices.DeleteFunc(n.asking, func(a query) bool { return a.r == r })
 		n.settle()
 		return
 	}

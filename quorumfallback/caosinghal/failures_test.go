@@ -167,3 +167,212 @@ func TestDownAfterTheProxiedReplyWasDelayed(t *testing.T) {
 	}
 	p.finish()
 }
+
+// oneArbiter is n nodes around one arbiter, node 0, in every quorum,
+// driven message by message. These cases came from a review: each broke
+// mutual exclusion or stalled before its fix.
+type oneArbiter struct {
+	t *testing.T
+	s *sim.Script
+}
+
+func newOneArbiter(t *testing.T, n int) *oneArbiter {
+	var nodes []q.Protocol
+	for i := range n {
+		m, err := caosinghal.New(caosinghal.Config{Self: i, N: n, Quorum: []q.ID{0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, m)
+	}
+	return &oneArbiter{t: t, s: sim.NewScript(nodes)}
+}
+
+func (r *oneArbiter) req(i q.ID) {
+	r.t.Helper()
+	if err := r.s.Request(i); err != nil {
+		r.t.Fatal(err)
+	}
+}
+func (r *oneArbiter) rel(i q.ID) {
+	r.t.Helper()
+	if err := r.s.Release(i); err != nil {
+		r.t.Fatal(err)
+	}
+}
+func (r *oneArbiter) all(from, to q.ID) {
+	r.t.Helper()
+	for len(r.s.Pending(from, to)) > 0 {
+		m, err := r.s.Deliver(from, to)
+		r.t.Logf("deliver %v", m)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+func (r *oneArbiter) one(from, to q.ID) q.Message {
+	r.t.Helper()
+	m, err := r.s.Deliver(from, to)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Logf("deliver %v", m)
+	return m
+}
+func (r *oneArbiter) drop(from, to q.ID) {
+	r.t.Helper()
+	m, err := r.s.Drop(from, to)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Logf("DROP %v", m)
+}
+func (r *oneArbiter) held() []q.ID {
+	var h []q.ID
+	for i, m := range r.s.Nodes {
+		if m.State() == q.Held {
+			h = append(h, i)
+		}
+	}
+	return h
+}
+
+// An early yield remembered (yielded[j]) outlives the lock it was about
+// (its proxy failed): a later proxy's release(x, j) must not be taken for
+// "already yielded" while j holds x's reply by proxy. Two holders before
+// the arbiter forgot early yields on every new lock. K is the arbiter,
+// A=1, h=2, x=3, y=4, j=5.
+func TestStaleEarlyYield(t *testing.T) {
+	const K, A, h, x, y, j = 0, 1, 2, 3, 4, 5
+	r := newOneArbiter(t, 6)
+	r.req(A)
+	r.all(A, K)
+	r.all(K, A) // A enters
+	r.req(j)
+	r.all(j, K) // transfer(j) to A, fail to j
+	r.all(K, A)
+	r.rel(A)     // proxied grant A->j, release(A,j)
+	r.drop(A, j) // A crashes: its reply by proxy is lost
+	r.req(h)     // transfer(h) to A, fail(h)
+	r.all(h, K)
+	r.all(A, K)    // release(A, j): lock j via A, inquire+transfer(h) to j
+	r.all(K, j)    // fail, inquire: j keeps it (no reply yet)
+	r.s.Down(K, A) // doubt: query j
+	r.all(K, j)    // query: j says no, asks again
+	r.all(j, K)    // answer: relock h; request j: transfer(j) to h
+	r.all(K, h)    // h enters (grant, fail, transfer(j))
+	r.all(K, j)    // fail
+	r.rel(h)       // proxied grant h->j, release(h, j)
+	r.req(x)
+	r.all(x, K)    // transfer(x) to h (too late), fail x
+	r.all(h, j)    // proxied grant: j takes it, the kept inquire makes it yield (failed)
+	r.all(j, K)    // yield: early, yielded[j] set
+	r.drop(h, K)   // release(h, j) lost: h cut off
+	r.s.Down(K, h) // doubt: query j and x
+	r.all(K, j)
+	r.all(K, x)
+	r.all(j, K)
+	r.all(x, K) // both no: relock x (grant+transfer j); yielded[j] still set
+	r.all(K, x) // x enters
+	t.Logf("held %v; arbiter %v", r.held(), r.s.Nodes[K])
+	r.rel(x) // proxied grant x->j, release(x, j)
+	r.req(y)
+	r.all(y, K) // transfer(y) to x, fail(y); queue [y, j]
+	r.all(x, K) // release(x, j): taken for "already yielded": grants y
+	r.all(K, y) // y enters?
+	r.all(x, j) // j enters?
+	t.Logf("held %v; arbiter %v", r.held(), r.s.Nodes[K])
+	if h := r.held(); len(h) > 1 {
+		t.Fatalf("nodes %v in the critical section at once\n", h)
+	}
+}
+
+// An answer to an earlier doubt's query, still on its way, must not be
+// taken for the answer to a later query about the same request (queries
+// are numbered, answers name theirs). K=0, i=1, m=2, x=3, j=4.
+func TestStaleAnswer(t *testing.T) {
+	const K, i, m, x, j = 0, 1, 2, 3, 4
+	r := newOneArbiter(t, 5)
+	r.req(i)
+	r.all(i, K)
+	r.all(K, i) // i enters
+	r.req(j)
+	r.all(j, K) // transfer(j) to i
+	r.req(m)
+	r.all(m, K) // transfer(m) to i (m precedes j)
+	r.all(K, i)
+	r.rel(i)       // proxied grant to m, release(i, m)
+	r.drop(i, K)   // release lost
+	r.s.Down(K, i) // doubt: query j and m
+	r.all(K, j)    // j: no (answer A1 stays on the link j->K), asks again
+	r.all(i, m)    // m enters by proxy
+	r.all(K, m)    // query: m says yes
+	r.all(m, K)    // locked for m, transfer(j) to m
+	r.all(K, m)
+	r.rel(m)       // proxied grant to j, release(m, j)
+	r.drop(m, K)   // release lost
+	r.all(m, j)    // j enters by proxy
+	r.s.Down(K, m) // doubt again: query j (same request)
+	r.req(x)
+	r.all(x, K) // in doubt: queued, fail
+	r.one(j, K) // A1, the answer to the first query: taken as "no"
+	r.all(K, x) // x enters?
+	t.Logf("held %v; arbiter %v", r.held(), r.s.Nodes[K])
+	if h := r.held(); len(h) > 1 {
+		t.Fatalf("nodes %v in the critical section at once\n", h)
+	}
+}
+
+// A new incarnation of a proxy that node j was told to refuse replies
+// from: its reply by proxy counts, even with the sequence numbers of the
+// incarnation put down (Up clears what j refused of it). K=0, x=1, p=2,
+// j=3.
+func TestNewIncarnationProxyCounts(t *testing.T) {
+	const K, x, p, j = 0, 1, 2, 3
+	r := newOneArbiter(t, 4)
+	r.req(p)
+	r.all(p, K)
+	r.all(K, p) // p enters (1,2)
+	r.req(j)
+	r.all(j, K) // transfer(j) to p
+	r.req(x)
+	r.all(x, K) // inquire+transfer(x) to p
+	r.all(K, p)
+	// p crashes in its critical section.
+	for len(r.s.Pending(p, K)) > 0 {
+		r.drop(p, K)
+	}
+	r.s.Down(K, p)
+	r.s.Down(j, p)
+	r.s.Down(x, p)
+	r.all(K, j)
+	r.all(K, x)
+	r.all(j, K)
+	r.all(x, K) // relock x, transfer(j) with the grant
+	r.all(K, x) // x enters
+	// p restarts: a new machine, its clock from 0.
+	np, err := caosinghal.New(caosinghal.Config{Self: p, N: 4, Quorum: []q.ID{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.s.Nodes[p] = np
+	for _, i := range []q.ID{K, x, j} {
+		r.s.Nodes[i].(q.FaultTolerant).Up(p)
+	}
+	r.req(p)    // (1,2) again
+	r.all(p, K) // transfer(p) to x
+	r.all(K, p)
+	r.all(K, x)
+	r.rel(x) // proxied grant to p, release(x, p)
+	r.all(x, p)
+	r.all(x, K)
+	r.all(K, p) // p enters, transfer(j)
+	r.rel(p)    // proxied grant to j, release(p, j)
+	if _, err := r.s.Stabilize(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("j %v; arbiter %v; entered %v", r.s.Nodes[j], r.s.Nodes[K], r.s.Entered)
+	if r.s.Nodes[j].State() != q.Held {
+		t.Fatalf("quiet, and node %d still %v: stalled", j, r.s.Nodes[j].State())
+	}
+}

@@ -32,6 +32,9 @@ import (
 //     every permission a previous incarnation gave has run out by then.
 //   - Grants' fencing tokens are at least the wall clock in microseconds
 //     (RaiseTokens before every step).
+//   - Requests' sequence numbers start at the wall clock in microseconds
+//     when the node starts, so that a new incarnation's are above the old
+//     one's.
 //
 // A node that learns it was declared failed loses its locks, fails its
 // waiters with ErrFailed and closes: it comes back by starting anew (the
@@ -118,6 +121,12 @@ func (n *Node) startFailover() {
 	}
 	f := &failover{mesh: lm, lease: n.cfg.Lease, margin: n.cfg.LeaseMargin, detect: n.cfg.Detect, peers: make([]peerLife, len(n.cfg.Peers))}
 	f.awake = lm.Started().Add(f.lease + f.margin)
+	// Sequence numbers start at the wall clock in microseconds, as tokens
+	// do: a request of this incarnation is never taken for one of a
+	// previous incarnation's (the group makes far fewer than a million
+	// requests a second), as Cao and Singhal's refusal of a failed proxy's
+	// replies needs.
+	n.clock = max(n.clock, uint64(time.Now().UnixMicro()))
 	f.ticker = time.NewTicker(checkEvery(n.cfg.Detect))
 	n.fo = f
 	n.log.Info().Dur("lease", f.lease).Dur("margin", f.margin).Dur("detect", f.detect).Time("acts_from", f.awake).
@@ -313,6 +322,7 @@ func (n *Node) declaredFailed() {
 	}
 	n.failedErr = ErrFailed
 	for _, r := range n.res {
+		r.pending = nil // never handed out now
 		if r.lease != nil {
 			r.lease.lose(ErrFailed)
 		}

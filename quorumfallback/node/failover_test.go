@@ -304,3 +304,19 @@ func testFailoverCutHolderLosesItsLockFirst(t *testing.T, protocol string) {
 		t.Fatal("a node declared failed took a lock")
 	}
 }
+
+// With failure handling a node's sequence numbers start at the wall clock
+// in microseconds, so that a restarted node's requests are never taken for
+// its previous incarnation's (Cao and Singhal's arbiters and requesters
+// remember those by sequence number).
+func TestFailoverSequenceNumbersStartAtTheClock(t *testing.T) {
+	before := uint64(time.Now().UnixMicro())
+	nodes, _, _ := tcpGroup(t, 3, fastFailover(protocols.CaoSinghal, "majority"))
+	var clock uint64
+	if err := nodes[0].call(context.Background(), func() { clock = nodes[0].clock }); err != nil {
+		t.Fatal(err)
+	}
+	if clock < before {
+		t.Fatalf("sequence numbers start at %d, before the node started (%d µs)", clock, before)
+	}
+}

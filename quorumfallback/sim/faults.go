@@ -284,7 +284,12 @@ func (r *run) faultEvent(e event) {
 			return
 		}
 		old := r.opt.Nodes[i]
-		p.RaiseClock(old.Clock()) // a crashed node's counters are gone; the time is not
+		// A crashed node's counters are gone, but the runtime starts a
+		// node's sequence numbers at the wall clock, above any its
+		// previous incarnation used: Cao and Singhal's machine relies on
+		// it (a restart at 0 deadlocks it within ten seeds, as stamps of
+		// the two incarnations collide).
+		p.RaiseClock(old.Clock())
 		r.opt.Nodes[i] = p
 		s.held[i] = nil
 		clear(s.isDown[i])
@@ -332,6 +337,7 @@ func (r *run) cutOnRelease(i q.ID, sent []q.Message) {
 		if m.Kind == q.Release && m.Site != q.None {
 			if r.rng.Intn(4) == 0 {
 				s.releaseCuts++
+				r.res.ReleaseCuts++
 				r.tracef("%d: cut as node %d passes node %d's permission on", r.now, i, m.To)
 				r.faultEvent(event{kind: evCut, node: i, peer: m.To})
 			}

@@ -83,10 +83,13 @@ type Result struct {
 	Err       error
 	// With Options.Faults: what was injected and what it cost.
 	Crashes, Cuts, Restarts int
-	Lost                    int   // critical sections ended by a lease running out
-	Dropped                 int   // messages lost on a cut link or to a dead node
-	MaxFaultWait            int64 // longest wait for an entry through a failure
-	MaxQuietWait            int64 // longest wait for an entry with no failure during it
+	// ReleaseCuts counts the cuts among Cuts aimed at a holder handing a
+	// permission on (Faults.ReleaseCuts).
+	ReleaseCuts  int
+	Lost         int   // critical sections ended by a lease running out
+	Dropped      int   // messages lost on a cut link or to a dead node
+	MaxFaultWait int64 // longest wait for an entry through a failure
+	MaxQuietWait int64 // longest wait for an entry with no failure during it
 }
 
 // PerEntry is messages per critical-section entry.
