@@ -21,3 +21,15 @@ func LiveQuorum(quorum []ID, down []bool, substitute func(alive func(ID) bool) (
 	}
 	return slices.Sorted(slices.Values(sub)), true
 }
+
+// GiveBack sends a release of request seq, with the holder's token, to
+// every arbiter of quorum that is not down: it gives back a permission
+// got and withdraws a request still queued (Maekawa's and Cao and
+// Singhal's machines, when a request gives up its quorum or leaves).
+func (o *Outbox) GiveBack(quorum []ID, down []bool, seq, token uint64) {
+	for _, j := range quorum {
+		if !down[j] {
+			o.Send(Message{Kind: Release, To: j, Arbiter: j, Seq: seq, Site: None, Token: token})
+		}
+	}
+}

@@ -458,13 +458,7 @@ func (n *Node) Up(i q.ID) {
 // giveBack ends the current request at every live arbiter asked: a
 // release gives back a reply and withdraws a request still queued (see
 // onRelease).
-func (n *Node) giveBack() {
-	for _, j := range n.quorum {
-		if !n.down[j] {
-			n.out.Send(q.Message{Kind: q.Release, To: j, Arbiter: j, Seq: n.mine.Seq, Site: q.None, Token: n.token})
-		}
-	}
-}
+func (n *Node) giveBack() { n.out.GiveBack(n.quorum, n.down, n.mine.Seq, n.token) }
 
 // addPassable records that r may get the permission by proxy.
 func (n *Node) addPassable(r q.Stamp) {

@@ -9,6 +9,81 @@ import (
 	"github.com/mcnode/mcnode/quorumfallback/sim"
 )
 
+// script drives machines message by message (sim.Script) and fails the
+// test the moment two live nodes are in the critical section.
+type script struct {
+	t    *testing.T
+	s    *sim.Script
+	dead map[q.ID]bool // crashed: its critical section is over
+}
+
+func (p *script) must(err error) {
+	p.t.Helper()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *script) req(i q.ID) {
+	p.t.Helper()
+	p.must(p.s.Request(i))
+}
+
+func (p *script) rel(i q.ID) {
+	p.t.Helper()
+	p.must(p.s.Release(i))
+}
+
+// deliver hands over the oldest message on the link from -> to.
+func (p *script) deliver(from, to q.ID) q.Message {
+	p.t.Helper()
+	m, err := p.s.Deliver(from, to)
+	p.must(err)
+	p.exclusive()
+	return m
+}
+
+// all delivers everything on the link from -> to.
+func (p *script) all(from, to q.ID) {
+	p.t.Helper()
+	for len(p.s.Pending(from, to)) > 0 {
+		p.deliver(from, to)
+	}
+}
+
+// everything delivers until no message is in flight.
+func (p *script) everything() {
+	p.t.Helper()
+	for !p.s.Quiet() {
+		for from := range p.s.Nodes {
+			for to := range p.s.Nodes {
+				p.all(from, to)
+			}
+		}
+	}
+}
+
+// drop loses the oldest message on the link from -> to.
+func (p *script) drop(from, to q.ID) {
+	p.t.Helper()
+	_, err := p.s.Drop(from, to)
+	p.must(err)
+}
+
+// exclusive fails if two nodes are in the critical section.
+func (p *script) exclusive() {
+	p.t.Helper()
+	var held []q.ID
+	for i, m := range p.s.Nodes {
+		if m.State() == q.Held && !p.dead[i] {
+			held = append(held, i)
+		}
+	}
+	if len(held) > 1 {
+		p.t.Fatalf("nodes %v in the critical section at once\n%v", held, p.s.Log)
+	}
+}
+
 // Four nodes around one arbiter: node 2 is in every quorum (0: {0, 2},
 // 1: {1, 2}, 3: {2, 3}, 2: {2}), so it alone decides between the others.
 // Node 0 holds. Node proxied asks, and node 2 sends node 0 a transfer
@@ -16,10 +91,7 @@ import (
 // too (node 1's request precedes node 3's), which node 0 gets only once it
 // has left. So node 0, leaving, replies to node proxied on node 2's behalf
 // and sends node 2 release(0, proxied).
-type proxyNet struct {
-	t *testing.T
-	s *sim.Script
-}
+type proxyNet struct{ script }
 
 func newProxyNet(t *testing.T, proxied, other q.ID) *proxyNet {
 	t.Helper()
@@ -31,7 +103,7 @@ func newProxyNet(t *testing.T, proxied, other q.ID) *proxyNet {
 		}
 		nodes = append(nodes, m)
 	}
-	p := &proxyNet{t: t, s: sim.NewScript(nodes)}
+	p := &proxyNet{script{t: t, s: sim.NewScript(nodes)}}
 	p.must(p.s.Request(0))
 	p.deliver(0, 2) // request
 	p.deliver(2, 0) // reply: node 0 enters
@@ -52,35 +124,6 @@ func newProxyNet(t *testing.T, proxied, other q.ID) *proxyNet {
 	return p
 }
 
-func (p *proxyNet) must(err error) {
-	p.t.Helper()
-	if err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-func (p *proxyNet) deliver(from, to q.ID) q.Message {
-	p.t.Helper()
-	m, err := p.s.Deliver(from, to)
-	p.must(err)
-	p.exclusive()
-	return m
-}
-
-// exclusive fails if two nodes are in the critical section.
-func (p *proxyNet) exclusive() {
-	p.t.Helper()
-	var held []q.ID
-	for i, m := range p.s.Nodes {
-		if m.State() == q.Held {
-			held = append(held, i)
-		}
-	}
-	if len(held) > 1 {
-		p.t.Fatalf("nodes %v in the critical section at once\n%v", held, p.s.Log)
-	}
-}
-
 // finish releases whoever holds until every request is served, and checks
 // that nodes 1 and 3 each entered once more, after node 0.
 func (p *proxyNet) finish() {
@@ -91,13 +134,7 @@ func (p *proxyNet) finish() {
 				p.must(p.s.Release(i))
 			}
 		}
-		for from := range p.s.Nodes {
-			for to := range p.s.Nodes {
-				for len(p.s.Pending(from, to)) > 0 {
-					p.deliver(from, to)
-				}
-			}
-		}
+		p.everything()
 	}
 	got := slices.Clone(p.s.Entered)
 	slices.Sort(got[1:])
@@ -121,19 +158,11 @@ func TestDownWhileTheProxiedReplyHolds(t *testing.T) {
 	if p.s.Nodes[3].State() != q.Held {
 		t.Fatalf("node 3 %v, want it in the critical section\n%v", p.s.Nodes[3].State(), p.s.Log)
 	}
-	if _, err := p.s.Drop(0, 2); err != nil {
-		t.Fatal(err)
-	}
+	p.drop(0, 2)
 	p.s.Down(2, 0)
 	p.s.Down(1, 0)
 	p.s.Down(3, 0)
-	for from := range p.s.Nodes {
-		for to := range p.s.Nodes {
-			for len(p.s.Pending(from, to)) > 0 {
-				p.deliver(from, to) // no second holder on the way
-			}
-		}
-	}
+	p.everything() // no second holder on the way
 	p.finish()
 }
 
@@ -171,10 +200,7 @@ func TestDownAfterTheProxiedReplyWasDelayed(t *testing.T) {
 // oneArbiter is n nodes around one arbiter, node 0, in every quorum,
 // driven message by message. These cases came from a review: each broke
 // mutual exclusion or stalled before its fix.
-type oneArbiter struct {
-	t *testing.T
-	s *sim.Script
-}
+type oneArbiter struct{ script }
 
 func newOneArbiter(t *testing.T, n int) *oneArbiter {
 	var nodes []q.Protocol
@@ -185,56 +211,7 @@ func newOneArbiter(t *testing.T, n int) *oneArbiter {
 		}
 		nodes = append(nodes, m)
 	}
-	return &oneArbiter{t: t, s: sim.NewScript(nodes)}
-}
-
-func (r *oneArbiter) req(i q.ID) {
-	r.t.Helper()
-	if err := r.s.Request(i); err != nil {
-		r.t.Fatal(err)
-	}
-}
-func (r *oneArbiter) rel(i q.ID) {
-	r.t.Helper()
-	if err := r.s.Release(i); err != nil {
-		r.t.Fatal(err)
-	}
-}
-func (r *oneArbiter) all(from, to q.ID) {
-	r.t.Helper()
-	for len(r.s.Pending(from, to)) > 0 {
-		m, err := r.s.Deliver(from, to)
-		r.t.Logf("deliver %v", m)
-		if err != nil {
-			r.t.Fatal(err)
-		}
-	}
-}
-func (r *oneArbiter) one(from, to q.ID) q.Message {
-	r.t.Helper()
-	m, err := r.s.Deliver(from, to)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Logf("deliver %v", m)
-	return m
-}
-func (r *oneArbiter) drop(from, to q.ID) {
-	r.t.Helper()
-	m, err := r.s.Drop(from, to)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Logf("DROP %v", m)
-}
-func (r *oneArbiter) held() []q.ID {
-	var h []q.ID
-	for i, m := range r.s.Nodes {
-		if m.State() == q.Held {
-			h = append(h, i)
-		}
-	}
-	return h
+	return &oneArbiter{script{t: t, s: sim.NewScript(nodes)}}
 }
 
 // An early yield remembered (yielded[j]) outlives the lock it was about
@@ -274,17 +251,13 @@ func TestStaleEarlyYield(t *testing.T) {
 	r.all(j, K)
 	r.all(x, K) // both no: relock x (grant+transfer j); yielded[j] still set
 	r.all(K, x) // x enters
-	t.Logf("held %v; arbiter %v", r.held(), r.s.Nodes[K])
-	r.rel(x) // proxied grant x->j, release(x, j)
+	r.rel(x)    // proxied grant x->j, release(x, j)
 	r.req(y)
 	r.all(y, K) // transfer(y) to x, fail(y); queue [y, j]
 	r.all(x, K) // release(x, j): taken for "already yielded": grants y
 	r.all(K, y) // y enters?
 	r.all(x, j) // j enters?
-	t.Logf("held %v; arbiter %v", r.held(), r.s.Nodes[K])
-	if h := r.held(); len(h) > 1 {
-		t.Fatalf("nodes %v in the critical section at once\n", h)
-	}
+	r.exclusive()
 }
 
 // An answer to an earlier doubt's query, still on its way, must not be
@@ -314,13 +287,10 @@ func TestStaleAnswer(t *testing.T) {
 	r.all(m, j)    // j enters by proxy
 	r.s.Down(K, m) // doubt again: query j (same request)
 	r.req(x)
-	r.all(x, K) // in doubt: queued, fail
-	r.one(j, K) // A1, the answer to the first query: taken as "no"
-	r.all(K, x) // x enters?
-	t.Logf("held %v; arbiter %v", r.held(), r.s.Nodes[K])
-	if h := r.held(); len(h) > 1 {
-		t.Fatalf("nodes %v in the critical section at once\n", h)
-	}
+	r.all(x, K)     // in doubt: queued, fail
+	r.deliver(j, K) // A1, the answer to the first query: taken as "no"
+	r.all(K, x)     // x enters?
+	r.exclusive()
 }
 
 // A new incarnation of a proxy that node j was told to refuse replies
@@ -339,6 +309,7 @@ func TestNewIncarnationProxyCounts(t *testing.T) {
 	r.all(x, K) // inquire+transfer(x) to p
 	r.all(K, p)
 	// p crashes in its critical section.
+	r.dead = map[q.ID]bool{p: true}
 	for len(r.s.Pending(p, K)) > 0 {
 		r.drop(p, K)
 	}
@@ -356,6 +327,7 @@ func TestNewIncarnationProxyCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.s.Nodes[p] = np
+	delete(r.dead, p)
 	for _, i := range []q.ID{K, x, j} {
 		r.s.Nodes[i].(q.FaultTolerant).Up(p)
 	}
@@ -368,11 +340,8 @@ func TestNewIncarnationProxyCounts(t *testing.T) {
 	r.all(x, K)
 	r.all(K, p) // p enters, transfer(j)
 	r.rel(p)    // proxied grant to j, release(p, j)
-	if _, err := r.s.Stabilize(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("j %v; arbiter %v; entered %v", r.s.Nodes[j], r.s.Nodes[K], r.s.Entered)
+	r.everything()
 	if r.s.Nodes[j].State() != q.Held {
-		t.Fatalf("quiet, and node %d still %v: stalled", j, r.s.Nodes[j].State())
+		t.Fatalf("quiet, and node %d still %v: stalled\narbiter: %v", j, r.s.Nodes[j].State(), r.s.Nodes[K])
 	}
 }

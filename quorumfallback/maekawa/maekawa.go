@@ -227,13 +227,7 @@ func (n *Node) Up(i q.ID) {
 
 // giveBack ends the current request at every live member asked: a RELEASE
 // gives back a LOCKED and withdraws a REQUEST still queued (see onRelease).
-func (n *Node) giveBack() {
-	for _, j := range n.quorum {
-		if !n.down[j] {
-			n.out.Send(q.Message{Kind: q.Release, To: j, Arbiter: j, Seq: n.mine.Seq, Site: q.None, Token: n.token})
-		}
-	}
-}
+func (n *Node) giveBack() { n.out.GiveBack(n.quorum, n.down, n.mine.Seq, n.token) }
 
 // Release is step 6: RELEASE to every member of S_i.
 func (n *Node) Release() error {

@@ -58,12 +58,10 @@ func (s *Script) Pending(from, to q.ID) []q.Message { return s.links[[2]q.ID{fro
 // Deliver hands the oldest message on the link from -> to to its receiver
 // and returns it.
 func (s *Script) Deliver(from, to q.ID) (q.Message, error) {
-	k := [2]q.ID{from, to}
-	if len(s.links[k]) == 0 {
-		return q.Message{}, fmt.Errorf("sim: nothing on the link %d -> %d", from, to)
+	m, err := s.Drop(from, to)
+	if err != nil {
+		return m, err
 	}
-	m := s.links[k][0]
-	s.links[k] = s.links[k][1:]
 	if err := s.Nodes[to].Step(m); err != nil {
 		return m, err
 	}
