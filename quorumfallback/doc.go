@@ -90,7 +90,9 @@
 //   - A node that has not heard from i for a detection timeout refuses that
 //     incarnation of i from then on and tells every node (failure(i)),
 //     which refuse it too. A refused node learns it, and comes back as a
-//     new incarnation.
+//     new incarnation. Where two nodes refused each other (a cut both
+//     ways), the one that refused more than half the group is the one cut
+//     off: only it takes the other's refusal as its own failure.
 //   - A node calls Down(i) a lease plus a margin after it last heard from
 //     i, and only then accepts i's next incarnation (Up). Messages still
 //     queued for the incarnation put down are dropped, never handed to the

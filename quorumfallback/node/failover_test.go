@@ -226,7 +226,10 @@ func (p *linkProxy) setCut(from byte, cut bool) {
 // A holder cut off from the group while alive (false suspicion) loses its
 // lock before any other node takes it; the others go on without it; when
 // the cut mends, it learns it was declared failed and closes (a new
-// incarnation takes its place, as a restart does).
+// incarnation takes its place, as a restart does). The others, which it
+// refused too, stay: the one cut off is the node that refused most of the
+// group (before, whichever hello crossed first decided, and the cut-off
+// node's refusals could close the whole rest of the group).
 func TestFailoverCutHolderLosesItsLockFirst(t *testing.T) {
 	eachFaultTolerant(t, testFailoverCutHolderLosesItsLockFirst)
 }
@@ -303,6 +306,15 @@ func testFailoverCutHolderLosesItsLockFirst(t *testing.T, protocol string) {
 	if _, err := nodes[0].Acquire(context.Background(), "x"); err == nil {
 		t.Fatal("a node declared failed took a lock")
 	}
+	time.Sleep(4 * cfg.Detect / 5 * 2) // a few of the others' redials
+	for i, nd := range nodes[1:] {
+		select {
+		case <-nd.Done():
+			t.Fatalf("node %d, of the group's majority, closed when the cut-off node came back", i+1)
+		default:
+		}
+	}
+	contend(t, nodes[1:], 1, 2)
 }
 
 // With failure handling a node's sequence numbers start at the wall clock

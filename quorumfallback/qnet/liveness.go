@@ -198,6 +198,28 @@ func (m *Mesh) declaredFailed() {
 // refused reports whether node i's incarnation inc was refused for good.
 func (l *liveness) refused(i int, inc uint64) bool { return l.refusedAt[i].Load() == inc }
 
+// refusedToo reports whether this node refused node i's incarnation, the
+// last it took.
+func (m *Mesh) refusedToo(i int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	inc := m.incarnations[i]
+	return inc != 0 && m.live.refused(i, inc)
+}
+
+// isolated reports whether this node refused more than half of the
+// others: cut off from the group rather than the group from it. A split
+// into halves leaves both sides isolated, and both start anew.
+func (m *Mesh) isolated() bool {
+	n := 0
+	for i := range m.n {
+		if i != m.cfg.Self && m.refusedToo(i) {
+			n++
+		}
+	}
+	return 2*n > m.n-1
+}
+
 // takeIncarnation records node i's incarnation on its first hello, or on
 // the first after the incarnation taken was put down (Forget), and reports
 // whether inc is the one taken.

@@ -881,6 +881,12 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 	case helloWrongSender:
 		return &refusedError{p.id, p.addr, fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self), false}
 	case helloFailed:
+		if m.refusedToo(p.id) && !m.isolated() {
+			// A cut both ways: each side refused the other. The side
+			// that refused more than half the group is the one cut off;
+			// the peer learns it, not this node.
+			return &refusedError{p.id, p.addr, "it refuses this node, which refuses it too and still hears most of the group: it is the one cut off", true}
+		}
 		m.declaredFailed()
 		return &refusedError{p.id, p.addr, "this incarnation was declared failed: the node must come back as a new one", false}
 	case helloRestarted:
