@@ -131,8 +131,8 @@ func (n *Node) onAckRequest(src string, from *member, m *wire.AckRequest) {
 // sendAcks sends the Acks this node owes: directly to the members that wait
 // on them (a multicast would cost every member a datagram to read, for the
 // sake of one or two), to all after a takeover, and to the server when the
-// view changed (see viewCommitted). Any multicast in the same Ready carries
-// the header to everyone, so then no Ack is needed.
+// view changed (see viewCommitted). Any multicast to every member in the
+// same Ready carries the header to everyone, so then no Ack is needed.
 func (n *Node) sendAcks() {
 	to, all, view := n.ackTo, n.ackAll, n.viewAckDue
 	n.ackTo, n.ackAll, n.viewAckDue = nil, false, false
@@ -140,7 +140,7 @@ func (n *Node) sendAcks() {
 		return
 	}
 	for _, o := range n.out {
-		if o.Addr == "" {
+		if o.Addr == "" && o.For.All() {
 			return
 		}
 	}

@@ -107,13 +107,16 @@ type Event struct {
 	Reason string
 }
 
-// Outbound is a message to send. An empty Addr means multicast to the group;
-// otherwise the message goes directly to Addr (member To, or a newcomer that
-// has no ID yet).
+// Outbound is a message to send. An empty Addr means multicast to the group
+// (to the members For names, if any: see wire.Recipients); otherwise the
+// message goes directly to Addr (member To, or a newcomer that has no ID
+// yet). Messages share a datagram only with messages of the same Addr and
+// For.
 type Outbound struct {
 	To   wire.NodeID
 	Addr string
 	Msg  wire.Message
+	For  wire.Recipients // a multicast: the members it is for (the header's For)
 }
 
 // Ready is what the machine has produced since the last Advance: messages to

@@ -601,6 +601,54 @@ func (n *Node) submit(m wire.Message) {
 		return
 	}
 	n.multicast(m)
+	n.out[len(n.out)-1].For = n.recipients(m)
+}
+
+// recipients names the members one of this node's operations is for (see
+// wire.Recipients): a request or a cancel is for the server, which decides
+// it, and the backup, the next server, which serves what it overheard if
+// the turn passes before the server decided; a release is for them and the
+// head of the resource's queue, which takes the resource on hearing it
+// (enterOnRelease). Everything else, and a retry (the log may have moved on
+// since the first send), is for every member. So is whatever the backup
+// sends: its header shows every member the log position it holds (noteAck),
+// and it sends no Ack when a multicast to all carries it.
+func (n *Node) recipients(m wire.Message) wire.Recipients {
+	st := n.st
+	if st == nil || n.srv != nil || st.backup == 0 || st.backup == n.id {
+		return wire.Recipients{}
+	}
+	srv := st.server()
+	switch m := m.(type) {
+	case *wire.Request:
+		if !m.Retry {
+			return wire.RecipientsOf(srv, st.backup)
+		}
+	case *wire.Cancel:
+		if !m.Retry {
+			return wire.RecipientsOf(srv, st.backup)
+		}
+	case *wire.Release:
+		if !m.Retry {
+			return wire.RecipientsOf(srv, st.backup, n.nextHolder(m.Resource))
+		}
+	}
+	return wire.Recipients{}
+}
+
+// nextHolder is the member that takes the resource when this node releases
+// it, as far as its log shows: the first in the queue that is not this node
+// (which may itself still be queued there, having taken the resource on its
+// holder's release); the server when the queue is empty.
+func (n *Node) nextHolder(resource string) wire.NodeID {
+	if r := n.st.resources[resource]; r != nil {
+		for _, q := range r.queue {
+			if q.Node != n.id {
+				return q.Node
+			}
+		}
+	}
+	return n.st.server()
 }
 
 func (n *Node) selfHeader() wire.Header {

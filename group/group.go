@@ -145,8 +145,11 @@ type Group struct {
 	batch   []Datagram
 	start   time.Time // Clock time of the current machine's tick 0
 	ticked  int64     // ticks the current machine has been given
-	savedT  uint64    // the timestamp last handed to the writer of cfg.TimestampFile
-	savedAt time.Time
+	// filterFor is the member ID the transport's address filter keeps
+	// datagrams for (AddressFilter): this node's, once it has one.
+	filterFor NodeID
+	savedT    uint64 // the timestamp last handed to the writer of cfg.TimestampFile
+	savedAt   time.Time
 	// toSave carries timestamps to the goroutine that writes them to
 	// cfg.TimestampFile (nil without one), the newest only: the write
 	// syncs the file, and a slow disk must not stall the machine in the
@@ -205,7 +208,12 @@ type Stats struct {
 	// RateLimited counts datagrams dropped because their source sent more
 	// than Config.RateLimit.
 	RateLimited uint64
-	Machine     MachineStats
+	// Filtered counts the multicast datagrams addressed to other members
+	// (a member's request or release, which only the server, its backup
+	// and the next holder need) that the transport dropped before this
+	// node read them (AddressFilter): no loss, work saved.
+	Filtered uint64
+	Machine  MachineStats
 	// Drops counts every datagram or message dropped, by reason (the Drop
 	// constants), the transport's included; Status fills it in.
 	Drops map[string]uint64
@@ -716,6 +724,14 @@ func (g *Group) flush() {
 		}
 	}
 	g.leaseEnd.Store(g.start.Add(time.Duration(g.node.LeaseExpiry()) * g.cfg.Tick).UnixNano())
+	if f, ok := g.tr.(AddressFilter); ok {
+		if id := g.node.ID(); id != g.filterFor {
+			g.filterFor = id
+			if err := f.FilterFor(id); err != nil {
+				g.log.Warn().Err(err).Msg("cannot have the socket drop what other members are sent: this node reads it all")
+			}
+		}
+	}
 }
 
 // NoQuorumError is the error of a wait that ended (its context did) while
@@ -749,7 +765,7 @@ func (g *Group) send(rd arbiter.Ready) {
 	msgs := rd.Messages
 	for i := 0; i < len(msgs); {
 		j := i + 1
-		for j < len(msgs) && msgs[j].Addr == msgs[i].Addr {
+		for j < len(msgs) && msgs[j].Addr == msgs[i].Addr && msgs[j].For == msgs[i].For {
 			j++
 		}
 		g.pending = g.pending[:0]
@@ -757,7 +773,9 @@ func (g *Group) send(rd arbiter.Ready) {
 			g.pending = append(g.pending, o.Msg)
 		}
 		to := msgs[i].Addr
-		err := g.codec.PackEach(rd.Header, g.pending, func(data []byte, p *wire.Packet) {
+		h := rd.Header
+		h.For = msgs[i].For
+		err := g.codec.PackEach(h, g.pending, func(data []byte, p *wire.Packet) {
 			if g.ring != nil {
 				g.sealSeq++
 				sealed, err := g.ring.Seal(nil, data, to, g.sealSeq)
@@ -1091,6 +1109,9 @@ func (g *Group) Status() (Status, error) {
 		st.ReceivedBy, st.ReceivedBytesBy = g.receivedBy.maps()
 		st.Machine = g.node.Stats()
 		st.Drops = g.drops()
+		if f, ok := g.tr.(AddressFilter); ok {
+			st.Filtered = f.Filtered()
+		}
 		since, from := g.node.SinceHeard()
 		claim, _ := g.node.Claiming()
 		var left time.Duration

@@ -3,6 +3,8 @@ package group
 import (
 	"errors"
 	"time"
+
+	"github.com/mcnode/mcnode/wire"
 )
 
 // Packet is one received datagram.
@@ -50,6 +52,18 @@ type DirectTransport interface {
 	// order. h may run on several readers at once, must not keep the
 	// slice, and may keep the packets.
 	SetHandler(h func([]Packet))
+}
+
+// AddressFilter is a Transport that can drop, before anyone reads them, the
+// multicast datagrams addressed to other members (wire.Recipients): most of
+// the members' requests and releases, which only the server, its backup and
+// the next holder need.
+type AddressFilter interface {
+	// FilterFor drops from now on what is addressed to members other than
+	// id; 0 drops nothing more.
+	FilterFor(id wire.NodeID) error
+	// Filtered counts the datagrams it dropped so.
+	Filtered() uint64
 }
 
 // DropCounter is a Transport that drops some datagrams before the node sees

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcnode/mcnode/internal/netns"
+	"github.com/mcnode/mcnode/wire"
 )
 
 // The kernel counts the node's own multicasts, which the socket filter
@@ -24,6 +25,9 @@ func TestUDPMulticastDropsCountedBesideOwnFiltered(t *testing.T) {
 	a, b := listenLocalUDP(t, 4096), listenLocalUDP(t, 0)
 	if !a.filtersOwn {
 		t.Fatal("no socket filter on the multicast socket")
+	}
+	if err := a.FilterFor(5); err != nil { // the address filter too, as a member's
+		t.Fatal(err)
 	}
 	a.ownMulticasts.Store(1 << 32) // as after 2^32 multicasts
 	for range 1000 {
@@ -75,6 +79,79 @@ func TestUDPMulticastDropsCountedBesideOwnFiltered(t *testing.T) {
 			t.Fatalf("%d datagrams lost into a stalled 4 KiB buffer, %d counted as overflow", lost, a.Drops()[DropOverflow])
 		}
 	}
+}
+
+// Multicast datagrams addressed to other members are dropped by the socket
+// filter before they reach the node, and counted as filtered, not as
+// overflow; a member they name, and every member when they name none, gets
+// them; FilterFor(0) lets everything through again.
+func TestUDPAddressedDroppedInTheKernel(t *testing.T) {
+	if !netns.Isolate(t) {
+		return
+	}
+	a, b, c := listenLocalUDP(t, 0), listenLocalUDP(t, 0), listenLocalUDP(t, 0)
+	got := func(u *UDP) chan Packet {
+		ch := make(chan Packet, 1024)
+		u.SetHandler(func(ps []Packet) {
+			for _, p := range ps {
+				ch <- p
+			}
+		})
+		return ch
+	}
+	gotA, gotB := got(a), got(b)
+	for u, id := range map[*UDP]wire.NodeID{a: 1, b: 2} {
+		if err := u.FilterFor(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	codec, err := wire.NewCodec(wire.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	datagram := func(req uint64, to wire.Recipients) []byte {
+		d, err := codec.Pack(wire.Header{Group: 1, From: 3, For: to}, []wire.Message{&wire.Request{Req: req, Resource: "r"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d[0]
+	}
+	expect := func(ch chan Packet, who string, want []byte) {
+		t.Helper()
+		select {
+		case p := <-ch:
+			if string(p.Data) != string(want) {
+				t.Fatalf("%s received %x, want %x", who, p.Data, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not receive %x", who, want)
+		}
+	}
+	const addressed = 50
+	for i := range addressed {
+		d := datagram(uint64(i+1), wire.RecipientsOf(2, 9))
+		if err := c.Send([]Datagram{{Data: d}}); err != nil {
+			t.Fatal(err)
+		}
+		expect(gotB, "b, named", d)
+	}
+	all := datagram(1000, wire.Recipients{})
+	if err := c.Send([]Datagram{{Data: all}}); err != nil {
+		t.Fatal(err)
+	}
+	expect(gotA, "a, by a datagram for all", all)
+	expect(gotB, "b, by a datagram for all", all)
+	if st := a.Stats(); st.Received != 1 || st.Filtered != addressed || st.Overflow != 0 {
+		t.Fatalf("a received %d, filtered %d, overflow %d: want 1, %d, 0", st.Received, st.Filtered, st.Overflow, addressed)
+	}
+	if err := a.FilterFor(0); err != nil {
+		t.Fatal(err)
+	}
+	d := datagram(2000, wire.RecipientsOf(2))
+	if err := c.Send([]Datagram{{Data: d}}); err != nil {
+		t.Fatal(err)
+	}
+	expect(gotA, "a, filtering nothing", d)
 }
 
 // listenLocalUDP opens a UDP transport on the local default group and

@@ -11,7 +11,7 @@ import (
 
 // Version is the wire format version carried in every datagram. A node drops
 // datagrams of another version.
-const Version = 3
+const Version = 4
 
 // magic opens every mcnode datagram ("mc").
 var magic = [2]byte{'m', 'c'}
@@ -71,6 +71,10 @@ type Header struct {
 	T        uint64 // the sender's group timestamp
 	Epoch    uint64 // the highest epoch the sender has promised
 	LogEpoch uint64 // the epoch of the last decision the sender applied
+	// For names the members a multicast datagram is for; the zero value
+	// is every member. The others have no use for it and may drop it
+	// unread (see Recipients).
+	For Recipients
 }
 
 // Packet is a decoded datagram.
@@ -122,7 +126,7 @@ func NewCodec(l Limits) (*Codec, error) {
 // Limits returns the codec's limits.
 func (c *Codec) Limits() Limits { return c.limits }
 
-// AppendHeader appends the 60-byte datagram header.
+// AppendHeader appends the datagram header (HeaderLen bytes).
 func AppendHeader(dst []byte, h Header) []byte {
 	dst = append(dst, magic[0], magic[1], Version, 0)
 	dst = binary.BigEndian.AppendUint64(dst, h.Group)
@@ -131,7 +135,11 @@ func AppendHeader(dst []byte, h Header) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, h.Inc)
 	dst = binary.BigEndian.AppendUint64(dst, h.T)
 	dst = binary.BigEndian.AppendUint64(dst, h.Epoch)
-	return binary.BigEndian.AppendUint64(dst, h.LogEpoch)
+	dst = binary.BigEndian.AppendUint64(dst, h.LogEpoch)
+	for _, id := range h.For {
+		dst = binary.BigEndian.AppendUint32(dst, id)
+	}
+	return dst
 }
 
 // AppendMessage validates m and appends it framed: type byte, body length
@@ -239,6 +247,7 @@ func DecodeHeader(b []byte) (Header, error) {
 		T:        binary.BigEndian.Uint64(b[36:]),
 		Epoch:    binary.BigEndian.Uint64(b[44:]),
 		LogEpoch: binary.BigEndian.Uint64(b[52:]),
+		For:      recipientsAt(b),
 	}, nil
 }
 

@@ -41,7 +41,7 @@ func samples() []Message {
 	}
 }
 
-var testHeader = Header{Group: GroupID("demo"), Instance: 0xabc, From: 4, Inc: 99, T: 1234, Epoch: 3, LogEpoch: 2}
+var testHeader = Header{Group: GroupID("demo"), Instance: 0xabc, From: 4, Inc: 99, T: 1234, Epoch: 3, LogEpoch: 2, For: RecipientsOf(2, 7)}
 
 func newTestCodec(t testing.TB) *Codec {
 	t.Helper()

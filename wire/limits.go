@@ -32,7 +32,7 @@ type Limits struct {
 const MaxUDPPayload = 65507
 
 // HeaderLen is the size of the datagram header in bytes.
-const HeaderLen = 60
+const HeaderLen = 72
 
 // DefaultLimits returns the limits every node uses unless configured
 // otherwise.

@@ -152,6 +152,7 @@ func (c collector) multicast(st group.Status) {
 	}
 	c.counter("mcnode_sent_bytes_total", helpSentB, st.Stats.SentBytes)
 	c.counter("mcnode_received_bytes_total", helpRecvB, st.Stats.ReceivedBytes)
+	c.counter("mcnode_datagrams_filtered_total", "Multicast datagrams addressed to other members (their requests and releases), dropped unread by the socket filter.", st.Stats.Filtered)
 	for _, reason := range slices.Sorted(maps.Keys(st.Stats.Drops)) {
 		c.counter("mcnode_dropped_total", helpDropped, st.Stats.Drops[reason], "reason", reason)
 	}

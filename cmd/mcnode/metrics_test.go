@@ -151,6 +151,9 @@ func TestMetricsMove(t *testing.T) {
 					t.Errorf("%s is %v", k, after[k])
 				}
 			}
+			if _, ok := after["mcnode_datagrams_filtered_total"]; !ok {
+				t.Errorf("no mcnode_datagrams_filtered_total")
+			}
 		})
 	}
 }

@@ -54,6 +54,9 @@ type statusView struct {
 	Sent       map[string]int64 `json:"datagrams_sent"`
 	Received   uint64           `json:"datagrams_received"`
 	Dropped    uint64           `json:"datagrams_dropped"`
+	// Filtered counts the datagrams addressed to other members that the
+	// socket filter dropped unread (group.Stats.Filtered): no loss.
+	Filtered uint64 `json:"datagrams_filtered,omitempty"`
 	// Drops counts what this node dropped by reason: hostile, garbled,
 	// stale or foreign input (see group.Stats.Drops).
 	Drops map[string]uint64 `json:"drops,omitempty"`
@@ -74,7 +77,7 @@ type resourceView struct {
 func viewStatus(st group.Status) *statusView {
 	v := &statusView{Group: st.Group, Self: uint64(st.Self), Addr: st.Addr, T: st.T, Server: uint64(st.Server),
 		Margin: st.LeaseMargin.Milliseconds(),
-		Sent:   map[string]int64{}, Received: st.Stats.Received,
+		Sent:   map[string]int64{}, Received: st.Stats.Received, Filtered: st.Stats.Filtered,
 		Drops: st.Stats.Drops,
 		Epoch: st.Epoch, Backup: uint64(st.Backup), QuorumHeld: st.Quorum.Held, QuorumText: st.Quorum.String(),
 		Authority: st.Authority, SinceHeard: ms(st.SinceHeard), HeardFrom: uint64(st.HeardFrom),
@@ -353,6 +356,9 @@ func printStatus(w io.Writer, v *statusView) {
 			parts[i] = fmt.Sprintf("%s %d", r, v.Drops[r])
 		}
 		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
+	}
+	if v.Filtered > 0 {
+		fmt.Fprintf(w, "; %d addressed to other members, left unread", v.Filtered)
 	}
 	fmt.Fprintln(w)
 }

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"math/rand"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/wire"
 )
 
 // Network connects endpoints.
@@ -71,7 +73,21 @@ type Endpoint struct {
 	mu      sync.Mutex
 	closed  bool
 	packets chan group.Packet
+	// filterFor drops the multicasts addressed to other members, as the
+	// UDP transport's socket filter does (group.AddressFilter).
+	filterFor atomic.Uint64
+	filtered  atomic.Uint64
 }
+
+// FilterFor drops from now on the multicast datagrams addressed to members
+// other than id (wire.Recipients), as a socket filter would; 0 stops it.
+func (e *Endpoint) FilterFor(id wire.NodeID) error {
+	e.filterFor.Store(uint64(id))
+	return nil
+}
+
+// Filtered counts the multicast datagrams FilterFor dropped.
+func (e *Endpoint) Filtered() uint64 { return e.filtered.Load() }
 
 // LocalAddr returns the endpoint's address.
 func (e *Endpoint) LocalAddr() string { return e.addr }
@@ -107,6 +123,10 @@ func (e *Endpoint) Send(batch []group.Datagram) error {
 		}
 		for _, dst := range to {
 			if dst == nil || n.cut[dst.addr] || n.rng.Float64() < n.loss {
+				continue
+			}
+			if d.To == "" && wire.AddressedElsewhere(d.Data, wire.NodeID(dst.filterFor.Load())) {
+				dst.filtered.Add(1)
 				continue
 			}
 			p := group.Packet{Data: append([]byte(nil), d.Data...), Source: e.addr, Multicast: d.To == "", Received: time.Now()}

@@ -59,6 +59,10 @@ type Options struct {
 	// Elsewhere, if set, sees every datagram a host sends to an address no
 	// host has (a rogue sender's, in tests that forge datagrams).
 	Elsewhere func(from int, addr string, p *wire.Packet)
+	// ReadAll delivers every multicast to every host. By default a host
+	// drops, as the runtime's socket filter does, the multicasts addressed
+	// to other members (wire.Recipients).
+	ReadAll bool
 }
 
 // Datagram is one copy of a datagram on its way to one host.
@@ -128,6 +132,7 @@ type Stats struct {
 	Delivered int // datagram copies delivered
 	Lost      int
 	Cut       int // copies dropped by a partition
+	Filtered  int // multicast copies addressed to other members, dropped on arrival
 	Entries   int // grants reported to the application
 }
 
@@ -369,6 +374,10 @@ func (s *Sim) deliver(d *Datagram) {
 	if !h.Alive {
 		return
 	}
+	if d.Multicast && !s.Opt.ReadAll && wire.AddressedElsewhere(d.Data, h.Node.ID()) {
+		s.Stats.Filtered++ // by the socket filter, before it is queued
+		return
+	}
 	if h.Paused {
 		if len(h.inbox) < inboxLimit {
 			h.inbox = append(h.inbox, d)
@@ -410,14 +419,16 @@ func (s *Sim) collect(h *Host) {
 	// runtime sends them.
 	for i := 0; i < len(rd.Messages); {
 		j := i + 1
-		for j < len(rd.Messages) && rd.Messages[j].Addr == rd.Messages[i].Addr {
+		for j < len(rd.Messages) && rd.Messages[j].Addr == rd.Messages[i].Addr && rd.Messages[j].For == rd.Messages[i].For {
 			j++
 		}
 		msgs := make([]wire.Message, 0, j-i)
 		for _, o := range rd.Messages[i:j] {
 			msgs = append(msgs, o.Msg)
 		}
-		s.send(h, rd.Header, rd.Messages[i].Addr, msgs)
+		hdr := rd.Header
+		hdr.For = rd.Messages[i].For
+		s.send(h, hdr, rd.Messages[i].Addr, msgs)
 		i = j
 	}
 	for _, e := range rd.Events {
