@@ -49,6 +49,7 @@ func benchMessages() []Message {
 		&Vote{Epoch: 4, Granted: true, Prior: 3, SeenT: 1727712000123462},
 		&Ack{},
 		&AckRequest{T: 1727712000123460},
+		&NotMember{},
 	}
 }
 

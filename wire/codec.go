@@ -291,10 +291,13 @@ func (c *Codec) Decode(b []byte) (Packet, error) {
 	return p, nil
 }
 
-// decodeBody scans, decodes and validates one msgpack body into m.
+// decodeBody decodes and validates one msgpack body into m: by hand if it
+// can (decodeFast), else through the library after a scan.
 func (c *Codec) decodeBody(body []byte, m Message) error {
-	if err := c.unmarshal(body, m); err != nil {
-		return err
+	if !decodeFast(body, m) {
+		if err := c.unmarshal(body, m); err != nil {
+			return err
+		}
 	}
 	return m.Validate(c.limits)
 }
