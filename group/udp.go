@@ -534,17 +534,31 @@ func (s sourceNames) name(ap netip.AddrPort) string {
 // SetHandler makes the readers hand what they read to h (DirectTransport).
 func (u *UDP) SetHandler(h func([]Packet)) { u.handler.Store(&h) }
 
-// ours checks the control message of a multicast datagram: it must be for
-// our group and have arrived on our interface.
+// ours checks where a multicast datagram went, from the destination and
+// interface its control messages give (IP_PKTINFO): it must be for our
+// group and have arrived on our interface. Without control messages (a
+// platform that gives none) the bound address is trusted. It parses by hand,
+// as noteKernelDrops does: x/net's parser allocates for every datagram.
 func (u *UDP) ours(oob []byte) bool {
 	if len(oob) == 0 {
-		return true // no control message on this platform: trust the bound address
+		return true
 	}
-	var cm ipv4.ControlMessage
-	if err := cm.Parse(oob); err != nil {
-		return false
+	group := [4]byte(u.group.IP.To4())
+	for len(oob) > 0 {
+		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
+		if err != nil {
+			return false
+		}
+		oob = rest
+		if h.Level != unix.IPPROTO_IP || h.Type != unix.IP_PKTINFO || len(data) < unix.SizeofInet4Pktinfo {
+			continue
+		}
+		// struct in_pktinfo: the interface index, the local address, then
+		// the header's destination address.
+		ifindex := int(int32(binary.NativeEndian.Uint32(data)))
+		return [4]byte(data[8:12]) == group && (ifindex == 0 || ifindex == u.cfg.Interface.Index)
 	}
-	return cm.Dst.Equal(u.group.IP) && (cm.IfIndex == 0 || cm.IfIndex == u.cfg.Interface.Index)
+	return false
 }
 
 func isUnsupported(err error) bool {

@@ -143,15 +143,18 @@ func AppendHeader(dst []byte, h Header) []byte {
 }
 
 // AppendMessage validates m and appends it framed: type byte, body length
-// (uvarint), msgpack body.
+// (uvarint), msgpack body (by hand for the kinds appendFast knows).
 func (c *Codec) AppendMessage(dst []byte, m Message) ([]byte, error) {
 	if err := m.Validate(c.limits); err != nil {
 		return dst, fmt.Errorf("wire: not sending invalid %s: %w", m.Kind(), err)
 	}
 	c.body = c.body[:0]
-	c.enc.ResetBytes(&c.body)
-	if err := c.enc.Encode(m); err != nil {
-		return dst, fmt.Errorf("wire: encoding %s: %w", m.Kind(), err)
+	var ok bool
+	if c.body, ok = appendFast(c.body, m); !ok {
+		c.enc.ResetBytes(&c.body)
+		if err := c.enc.Encode(m); err != nil {
+			return dst, fmt.Errorf("wire: encoding %s: %w", m.Kind(), err)
+		}
 	}
 	dst = append(dst, byte(m.Kind()))
 	dst = binary.AppendUvarint(dst, uint64(len(c.body)))

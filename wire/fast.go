@@ -201,3 +201,107 @@ func (r *fastReader) ids() []NodeID {
 	}
 	return ids
 }
+
+// appendFast appends the msgpack body of m, of a kind decodeFast knows, in
+// the forms the msgpack library writes them (the smallest form of each
+// unsigned integer, str for strings), byte for byte the same
+// (FuzzAppendFast), and reports whether it could.
+func appendFast(b []byte, m Message) ([]byte, bool) {
+	if longName(m) {
+		return b, false
+	}
+	switch m := m.(type) {
+	case *Request:
+		b = append(b, 0x94)
+		b = appendStr(appendUint(b, m.Req), m.Resource)
+		return appendBool(appendUint(b, m.Floor), m.Retry), true
+	case *Grant:
+		b = append(b, 0x98)
+		b = appendUint(appendUint(appendUint(appendUint(appendUint(b, m.T), m.Next), m.Epoch), uint64(m.Node)), m.Req)
+		return appendBool(appendUint(appendStr(b, m.Resource), m.Floor), m.Queued), true
+	case *Release:
+		b = append(b, 0x94)
+		b = appendStr(appendUint(b, m.Req), m.Resource)
+		return appendBool(appendUint(b, m.Token), m.Retry), true
+	case *Cancel:
+		b = append(b, 0x93)
+		return appendBool(appendStr(appendUint(b, m.Req), m.Resource), m.Retry), true
+	case *Released:
+		b = append(b, 0x98)
+		b = appendUint(appendUint(appendUint(appendUint(appendUint(b, m.T), m.Next), m.Epoch), uint64(m.Node)), m.Req)
+		return appendBool(appendUint(appendStr(b, m.Resource), m.Token), m.Withdrawn), true
+	case *Ping:
+		if len(m.Unanswered) > 15 {
+			return b, false
+		}
+		b = append(b, 0x96)
+		b = appendUint(appendUint(appendUint(appendUint(appendUint(b, m.Turn), m.Probe), uint64(m.Reachable)), m.Prev), m.ViewT)
+		if m.Unanswered == nil {
+			return append(b, 0xc0), true
+		}
+		b = append(b, 0x90|byte(len(m.Unanswered)))
+		for _, id := range m.Unanswered {
+			b = appendUint(b, uint64(id))
+		}
+		return b, true
+	case *PingReply:
+		return appendUint(appendUint(append(b, 0x92), m.Turn), m.Probe), true
+	case *Ack:
+		return append(b, 0x90), true
+	case *AckRequest:
+		return appendUint(append(b, 0x91), m.T), true
+	}
+	return b, false
+}
+
+// longName reports whether m names a resource too long for appendStr.
+func longName(m Message) bool {
+	var name string
+	switch m := m.(type) {
+	case *Request:
+		name = m.Resource
+	case *Grant:
+		name = m.Resource
+	case *Release:
+		name = m.Resource
+	case *Cancel:
+		name = m.Resource
+	case *Released:
+		name = m.Resource
+	}
+	return len(name) > math.MaxUint16
+}
+
+func appendUint(b []byte, v uint64) []byte {
+	switch {
+	case v <= 0x7f:
+		return append(b, byte(v))
+	case v <= math.MaxUint8:
+		return append(b, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(v))
+	case v <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
+}
+
+// appendStr appends a string of at most 65,535 bytes (see longName).
+func appendStr(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		b = append(b, 0xd9, byte(n))
+	default:
+		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
+	}
+	return append(b, s...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 0xc3)
+	}
+	return append(b, 0xc2)
+}
