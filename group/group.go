@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcnode/mcnode/arbiter"
 	"github.com/mcnode/mcnode/group/fence"
+	"github.com/mcnode/mcnode/group/sockfilter"
 	"github.com/mcnode/mcnode/internal/fanout"
 	"github.com/mcnode/mcnode/seal"
 	"github.com/mcnode/mcnode/wire"
@@ -727,8 +728,11 @@ func (g *Group) flush() {
 	if f, ok := g.tr.(AddressFilter); ok {
 		if id := g.node.ID(); id != g.filterFor {
 			g.filterFor = id
-			if err := f.FilterFor(id); err != nil {
-				g.log.Warn().Err(err).Msg("cannot have the socket drop what other members are sent: this node reads it all")
+			switch err := f.FilterFor(id); {
+			case errors.Is(err, sockfilter.ErrUnavailable):
+				g.log.Info().Err(err).Msg("no address filter (it needs CAP_BPF): this node reads the other members' requests and releases too, which costs it CPU time, nothing else")
+			case err != nil:
+				g.log.Warn().Err(err).Msg("no address filter: this node reads the other members' requests and releases too")
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcnode/mcnode/group/sockfilter"
 	"github.com/mcnode/mcnode/wire"
 	"golang.org/x/net/bpf"
 	"golang.org/x/net/ipv4"
@@ -62,8 +63,7 @@ type UDPStats struct {
 	Overflow             uint64 // datagrams dropped because the node fell behind (its queue, or the kernel's socket buffer full)
 	// Filtered counts the multicast datagrams addressed to other members
 	// that the socket filter dropped before they woke the node (see
-	// FilterFor). The kernel counts them together with its drops for want
-	// of buffer; the split errs towards Overflow (see backlog).
+	// FilterFor).
 	Filtered uint64
 }
 
@@ -92,22 +92,25 @@ type UDP struct {
 	// The kernel counts the datagrams it dropped on each socket (SO_RXQ_OVFL:
 	// a running count it attaches to what it delivers next): for want of
 	// room in the buffer, and, on the multicast socket, those its filter
-	// dropped. ucDrops is the unicast socket's count; the multicast
-	// socket's, less the node's own multicasts, is split into mcOverflow
-	// and mcFiltered by its reader (mcSeen is where it got to).
-	ucDrops, mcOverflow, mcFiltered atomic.Uint64
-	mcSeen                          uint64
+	// dropped. ucDrops is the unicast socket's count; mcDrops the multicast
+	// socket's, less the node's own multicasts (written by its reader only).
+	ucDrops, mcDrops atomic.Uint64
 	// filtersOwn: the multicast socket's filter drops this node's own
 	// multicasts, which the kernel counts with the drops for want of
 	// buffer; ownMulticasts counts them (before they are sent, so that the
 	// difference never counts one as a drop).
 	filtersOwn    bool
 	ownMulticasts atomic.Uint64
-	// filterMu serialises changes of the multicast socket's filter, which
-	// drops this node's own multicasts (filtersOwn) and, once filterFor is
-	// set, the datagrams addressed to other members.
-	filterMu  sync.Mutex
-	filterFor wire.NodeID
+	// The address filter (FilterFor), if the kernel took it: it counts the
+	// datagrams it drops, exactly, so that the node can tell them from
+	// overflow. filterMu serialises its changes; filteredBefore holds the
+	// counts of the filters it replaced; mcOverflow only grows (see
+	// overflows).
+	filterMu       sync.Mutex
+	filterFor      wire.NodeID
+	addressed      atomic.Pointer[sockfilter.Addressed]
+	filteredBefore atomic.Uint64
+	mcOverflow     atomic.Uint64
 }
 
 // ListenUDP opens the sockets, joins the group and starts reading.
@@ -188,7 +191,7 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 	}
 	// Without the filter, the node drops its own multicast itself, after
 	// reading it (Group.receive). Without loopback there is none to drop.
-	u.filtersOwn = cfg.Loopback && u.mcp.SetBPF(multicastFilter(u.uc.LocalAddr().(*net.UDPAddr).AddrPort(), true, 0)) == nil
+	u.filtersOwn = cfg.Loopback && u.mcp.SetBPF(sockfilter.Own(u.ownAddr())) == nil
 	u.readers.Add(2)
 	go u.read(u.mc, true)
 	go u.read(u.uc, false)
@@ -228,84 +231,72 @@ func tuneSocket(c net.PacketConn, size int) int {
 	return granted
 }
 
-// multicastFilter is the socket filter of the multicast socket. With own,
-// it drops the datagrams sent from own, this node's unicast socket: the
-// kernel loops every multicast back to every socket of the group on this
-// host, the other nodes' (which need it) and the sender's own (which does
-// not). With id, it drops the mcnode datagrams whose header names the
-// members they are for, none of them id (wire.Recipients). Dropped in the
-// kernel, a datagram wakes nobody: at N nodes per host the own filter saves
-// one reception in N, and the sender's reader no longer competes for a core
-// with the receivers that the multicast is for; the address filter saves a
-// member most of the requests and releases of the others (at heavy load on
-// one lock, about two of every three datagrams a member would read). The
-// filter sees a datagram from its UDP header on; the IP header lies at the
-// kernel's network offset. Anything too short, of another magic number or
-// version, passes: the node counts what it cannot use itself.
-func multicastFilter(own netip.AddrPort, dropOwn bool, id wire.NodeID) []bpf.RawInstruction {
-	const (
-		netOff = 0xfff00000 // SKF_NET_OFF: offsets from the IP header
-		udp    = 8          // the UDP header, before the datagram
-	)
-	var prog []bpf.Instruction
-	if dropOwn {
-		ip := own.Addr().As4()
-		prog = append(prog,
-			bpf.LoadAbsolute{Off: netOff + 12, Size: 4}, // IPv4 source address
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: binary.BigEndian.Uint32(ip[:]), SkipTrue: 3},
-			bpf.LoadAbsolute{Off: 0, Size: 2}, // UDP source port
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(own.Port()), SkipTrue: 1},
-			bpf.RetConstant{Val: 0}, // ours: drop
-		)
-	}
-	if id != 0 {
-		me := uint32(id) // as wire.Recipients names it
-		prog = append(prog,
-			bpf.LoadExtension{Num: bpf.ExtLen},
-			bpf.JumpIf{Cond: bpf.JumpLessThan, Val: udp + wire.HeaderLen, SkipTrue: 12},
-			bpf.LoadAbsolute{Off: udp, Size: 2}, // magic
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 'm'<<8 | 'c', SkipTrue: 10},
-			bpf.LoadAbsolute{Off: udp + 2, Size: 1}, // version
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: wire.Version, SkipTrue: 8},
-			bpf.LoadAbsolute{Off: udp + wire.ForOffset, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 6}, // for every member
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: me, SkipTrue: 5},
-			bpf.LoadAbsolute{Off: udp + wire.ForOffset + 4, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: me, SkipTrue: 3},
-			bpf.LoadAbsolute{Off: udp + wire.ForOffset + 8, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: me, SkipTrue: 1},
-			bpf.RetConstant{Val: 0}, // for others only: drop
-		)
-	}
-	prog = append(prog, bpf.RetConstant{Val: 0xffffffff}) // keep all of it
-	raw, err := bpf.Assemble(prog)
-	if err != nil {
-		panic(err) // fixed programs: they assemble, or the code is wrong
-	}
-	return raw
-}
+func (u *UDP) ownAddr() netip.AddrPort { return u.uc.LocalAddr().(*net.UDPAddr).AddrPort() }
 
 // FilterFor has the multicast socket's filter drop, from now on, the
 // datagrams addressed to members other than id (wire.Recipients), before
-// they wake the node; 0 stops it. Only a node that is member id may ask it:
-// a node that is not named has no use for the datagram, and the protocol
-// treats its loss as any other.
+// they wake the node: at heavy load on one lock, about two of every three
+// datagrams a member would read. It drops the node's own multicasts as
+// before (with loopback), and counts what it drops for the others, so that
+// overflow stays exact (package sockfilter). 0 goes back to the own filter
+// alone. A kernel that will not load it (the process lacks CAP_BPF) leaves
+// the socket as it was: the error wraps sockfilter.ErrUnavailable.
 func (u *UDP) FilterFor(id wire.NodeID) error {
 	u.filterMu.Lock()
 	defer u.filterMu.Unlock()
 	if id == u.filterFor {
 		return nil
 	}
-	if err := u.mcp.SetBPF(multicastFilter(u.uc.LocalAddr().(*net.UDPAddr).AddrPort(), u.filtersOwn, id)); err != nil {
+	var next *sockfilter.Addressed
+	if id != 0 {
+		f, err := sockfilter.NewAddressed(u.ownAddr(), u.filtersOwn, id)
+		if err != nil {
+			return err
+		}
+		raw, err := u.mc.(syscall.Conn).SyscallConn()
+		if err == nil {
+			cerr := raw.Control(func(fd uintptr) { err = f.Attach(int(fd)) })
+			err = errors.Join(cerr, err)
+		}
+		if err != nil {
+			f.Close()
+			return err
+		}
+		next = f
+	} else if err := u.mcp.SetBPF(u.ownProgram()); err != nil {
 		return fmt.Errorf("group: socket filter: %w", err)
+	}
+	if old := u.addressed.Swap(next); old != nil {
+		// It no longer runs: its count is final.
+		n, _ := old.Dropped()
+		u.filteredBefore.Add(n)
+		old.Close()
 	}
 	u.filterFor = id
 	return nil
 }
 
+// ownProgram is the filter without addresses: the own filter, or one that
+// keeps everything where there is nothing of the node's own to drop.
+func (u *UDP) ownProgram() []bpf.RawInstruction {
+	if u.filtersOwn {
+		return sockfilter.Own(u.ownAddr())
+	}
+	keep, _ := bpf.Assemble([]bpf.Instruction{bpf.RetConstant{Val: 0xffffffff}})
+	return keep
+}
+
 // Filtered counts the multicast datagrams addressed to other members that
 // the socket filter dropped (UDPStats.Filtered).
-func (u *UDP) Filtered() uint64 { return u.mcFiltered.Load() }
+func (u *UDP) Filtered() uint64 {
+	n := u.filteredBefore.Load()
+	if f := u.addressed.Load(); f != nil {
+		if m, err := f.Dropped(); err == nil {
+			n += m
+		}
+	}
+	return n
+}
 
 // ReceiveBuffer returns the receive buffer the kernel granted each socket
 // (the smaller of the two) and the one asked for. Short of what was asked,
@@ -342,7 +333,7 @@ func (u *UDP) Stats() UDPStats {
 	return UDPStats{
 		Sent: u.sent.Load(), Received: u.received.Load(), SentBytes: u.sentBytes.Load(), RecvBytes: u.recvBytes.Load(),
 		Oversized: u.oversized.Load(), Stray: u.stray.Load(), SendErrors: u.sendErrors.Load(), Overflow: u.overflows(),
-		Filtered: u.mcFiltered.Load(),
+		Filtered: u.Filtered(),
 	}
 }
 
@@ -354,16 +345,25 @@ func (u *UDP) Drops() map[string]uint64 {
 // overflows counts what the node dropped for falling behind: in its own
 // queue, and in the kernel's socket buffers.
 func (u *UDP) overflows() uint64 {
+	// The multicast socket's: the kernel's count less what the address
+	// filter dropped. The filter counts a drop before the kernel does, and
+	// the kernel's count reaches the node only with the next datagram, so
+	// the difference may fall short for a moment, never run over: it is
+	// kept as the highest seen.
+	filtered := u.Filtered()
+	for {
+		drops, old := u.mcDrops.Load(), u.mcOverflow.Load()
+		if drops <= filtered+old || u.mcOverflow.CompareAndSwap(old, drops-filtered) {
+			break
+		}
+	}
 	return u.overflow.Load() + u.mcOverflow.Load() + u.ucDrops.Load()
 }
 
 // noteKernelDrops reads the kernel's count of drops from a datagram's
 // control messages, if it carries one (without allocating: with the
-// own-multicast filter, every multicast datagram does). On the multicast
-// socket, what the count grew by is overflow if the socket may have been
-// full when the kernel dropped it (backlogged, see backlog), else the
-// filter's.
-func (u *UDP) noteKernelDrops(oob []byte, multicast, backlogged bool) {
+// own-multicast filter, every multicast datagram does).
+func (u *UDP) noteKernelDrops(oob []byte, multicast bool) {
 	for len(oob) > 0 {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
@@ -391,58 +391,11 @@ func (u *UDP) noteKernelDrops(oob []byte, multicast, backlogged bool) {
 		if u.filtersOwn {
 			own = uint32(u.ownMulticasts.Load())
 		}
-		d := int32(raw - own - uint32(u.mcSeen))
-		if d <= 0 {
-			continue
-		}
-		u.mcSeen += uint64(d)
-		if backlogged {
-			u.mcOverflow.Add(uint64(d))
-		} else {
-			u.mcFiltered.Add(uint64(d))
+		if d := int32(raw - own - uint32(u.mcDrops.Load())); d > 0 {
+			u.mcDrops.Add(uint64(d))
 		}
 	}
 }
-
-// backlog tells, for the multicast socket's reader, whether the socket may
-// have been full when the kernel dropped what the count on a datagram says
-// it dropped: the kernel counts its filter's drops and its drops for want of
-// buffer together. The socket is empty whenever a read returns fewer
-// datagrams than it had room for; in between, the socket never held more
-// than what was read since it was last empty. A drop shows on the next
-// datagram queued after it: one read since the last empty read, or the
-// first after it, which then speaks for the run before. So a count that
-// grew while less than a buffer's worth (less the largest datagram) had been
-// read since the socket was last empty grew by the filter's drops alone.
-// Sizes are estimated high (a datagram's bookkeeping in the kernel), so
-// that a doubtful drop counts as overflow.
-type backlog struct {
-	limit     int // the buffer, less the largest datagram
-	run, prev int // estimated bytes read since the socket was last empty, and in the run before
-	first     bool
-}
-
-func newBacklog(rcvbuf, maxDatagram int) *backlog {
-	return &backlog{limit: rcvbuf - truesize(maxDatagram), first: true}
-}
-
-// truesize overestimates what the kernel charges a socket for a datagram.
-func truesize(n int) int { return 2*n + 1024 }
-
-// full reports whether the socket may have been full before the datagram
-// about to be taken.
-func (b *backlog) full() bool {
-	if b.first {
-		return max(b.run, b.prev) >= b.limit
-	}
-	return b.run >= b.limit
-}
-
-// took counts a datagram of n bytes read.
-func (b *backlog) took(n int) { b.run += truesize(n); b.first = false }
-
-// emptied records a read that emptied the socket.
-func (b *backlog) emptied() { b.prev, b.run, b.first = b.run, 0, true }
 
 func (u *UDP) read(c net.PacketConn, multicast bool) {
 	defer u.readers.Done()
@@ -458,21 +411,14 @@ func (u *UDP) read(c net.PacketConn, multicast bool) {
 	b := newReadBatch(u.cfg.ReadBatch, u.cfg.MaxDatagram+1, where+unix.CmsgSpace(4))
 	pkts := make([]Packet, 0, u.cfg.ReadBatch)
 	sources := sourceNames{}
-	queue := newBacklog(2*u.rcvBuf, u.cfg.MaxDatagram) // the kernel charges the buffer against twice what it grants
 	deliver := func(n int) {
 		now := time.Now()
 		pkts = pkts[:0]
-		defer func() {
-			if n < u.cfg.ReadBatch {
-				queue.emptied()
-			}
-		}()
 		for i := range n {
 			data, oob, from := b.message(i)
 			if len(oob) > where {
-				u.noteKernelDrops(oob, multicast, queue.full())
+				u.noteKernelDrops(oob, multicast)
 			}
-			queue.took(len(data))
 			if len(data) > u.cfg.MaxDatagram {
 				u.oversized.Add(1)
 				continue

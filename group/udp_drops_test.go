@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcnode/mcnode/internal/netns"
 	"github.com/mcnode/mcnode/wire"
+	"golang.org/x/sys/unix"
 )
 
 // The kernel counts the node's own multicasts, which the socket filter
@@ -152,6 +153,96 @@ func TestUDPAddressedDroppedInTheKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(gotA, "a, filtering nothing", d)
+}
+
+// Datagrams lost to a full socket buffer are counted as overflow and those
+// the address filter dropped as filtered, exactly, whatever the kernel
+// charges the buffer for a datagram: here lo's MTU is 68 bytes, so each
+// datagram comes in fragments, which the kernel charges several times its
+// size (a review found an estimate of that size counting real losses as
+// the filter's). A stalled member is flooded with such datagrams, and with
+// datagrams addressed to other members in between, which the filter drops
+// whatever room there is.
+func TestUDPOverflowAndFilteredCountedApart(t *testing.T) {
+	if !netns.Isolate(t) {
+		return
+	}
+	setLoopbackMTU(t, 68)
+	a, b := listenLocalUDP(t, 256<<10), listenLocalUDP(t, 0)
+	if err := a.FilterFor(5); err != nil {
+		t.Fatal(err)
+	}
+	codec, err := wire.NewCodec(wire.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, err := codec.Pack(wire.Header{Group: 1, From: 3, For: wire.RecipientsOf(2, 9)}, []wire.Message{&wire.Request{Req: 1, Resource: "r"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	received := 0
+	stall := make(chan struct{})
+	var once sync.Once
+	a.SetHandler(func(ps []Packet) {
+		once.Do(func() { <-stall })
+		mu.Lock()
+		received += len(ps)
+		mu.Unlock()
+	})
+	payload := make([]byte, 1000) // no mcnode header: the filter keeps it, if there is room
+	sent, addressed := 0, 0
+	for i := range 400 {
+		if err := b.Send([]Datagram{{Data: payload}}); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+		if i%8 == 0 {
+			if err := b.Send([]Datagram{{Data: elsewhere[0]}}); err != nil {
+				t.Fatal(err)
+			}
+			addressed++
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(stall)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := b.Send([]Datagram{{Data: payload}}); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		lost := sent - received
+		mu.Unlock()
+		st := a.Stats()
+		if lost > 0 && st.Overflow == uint64(lost) && st.Filtered == uint64(addressed) {
+			t.Logf("%d lost to the full buffer, counted as overflow; %d addressed elsewhere, counted as filtered", lost, addressed)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sent, %d lost to the full buffer, %d addressed elsewhere: overflow %d, filtered %d", sent, lost, addressed, st.Overflow, st.Filtered)
+		}
+	}
+}
+
+// setLoopbackMTU sets the MTU of lo in this (private) namespace.
+func setLoopbackMTU(t *testing.T, mtu uint32) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifr.SetUint32(mtu)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
+		t.Fatalf("setting lo's MTU to %d: %v", mtu, err)
+	}
 }
 
 // listenLocalUDP opens a UDP transport on the local default group and

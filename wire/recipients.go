@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // Recipients names, by the low 32 bits of their IDs, the members a multicast
 // datagram is for; the zero value is every member. Most of what the group
@@ -29,10 +32,12 @@ func RecipientsOf(ids ...NodeID) Recipients {
 	var r Recipients
 	k := 0
 	for _, id := range ids {
-		if id == 0 {
-			return Recipients{} // a member not known: the datagram is for all
+		if uint32(id) == 0 {
+			// A member not known, or one whose name would read as
+			// "every member": the datagram is for all.
+			return Recipients{}
 		}
-		if r.Includes(id) && k > 0 {
+		if slices.Contains(r[:k], uint32(id)) {
 			continue
 		}
 		if k == len(r) {

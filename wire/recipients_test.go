@@ -18,6 +18,8 @@ func TestRecipientsOf(t *testing.T) {
 		{[]NodeID{5, 7, 9, 11}, Recipients{}}, // four: for all
 		{[]NodeID{5, 0}, Recipients{}},        // a member not known: for all
 		{[]NodeID{1<<32 + 3}, Recipients{3, 3, 3}},
+		{[]NodeID{5, 1 << 32}, Recipients{}}, // a name of 0 would read as "every member"
+		{[]NodeID{5, 1<<32 + 5, 7}, Recipients{5, 7, 5}},
 	} {
 		if got := RecipientsOf(c.ids...); got != c.want {
 			t.Errorf("RecipientsOf(%v) = %v, want %v", c.ids, got, c.want)

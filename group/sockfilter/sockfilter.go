@@ -1,0 +1,280 @@
+// Package sockfilter builds the multicast socket's filters: programs the
+// kernel runs on every datagram as it arrives, before it is queued, so that
+// what a node has no use for wakes nobody.
+//
+// Own drops the node's own multicasts, which the kernel loops back to every
+// group socket on the host, the sender's included (classic BPF, which any
+// process may attach). Addressed also drops the datagrams whose header names
+// the members they are for, none of them this node (wire.Recipients), and
+// counts those in a map the node reads (eBPF; loading it needs CAP_BPF or
+// root). The kernel counts every datagram a filter drops together with those
+// it drops for want of buffer (SO_RXQ_OVFL), so the node can tell a full
+// buffer, which it must report, only if it knows exactly how many the filter
+// dropped: the address filter is used only where it can count.
+package sockfilter
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"unsafe"
+
+	"github.com/mcnode/mcnode/wire"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Offsets a filter reads at. A UDP socket's filter sees a datagram from its
+// UDP header on; the IP header lies at the kernel's network offset.
+const (
+	netOff        = -0x100000  // SKF_NET_OFF
+	classicNetOff = 0xfff00000 // the same, as classic BPF's unsigned offsets write it
+	udpLen        = 8
+)
+
+// Own returns the classic filter that drops the datagrams sent from own, the
+// node's unicast address, and keeps all else.
+func Own(own netip.AddrPort) []bpf.RawInstruction {
+	ip := own.Addr().As4()
+	prog, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: classicNetOff + 12, Size: 4}, // IPv4 source address
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: binary.BigEndian.Uint32(ip[:]), SkipTrue: 3},
+		bpf.LoadAbsolute{Off: 0, Size: 2}, // UDP source port
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(own.Port()), SkipTrue: 1},
+		bpf.RetConstant{Val: 0},          // ours: drop
+		bpf.RetConstant{Val: 0xffffffff}, // anyone else's: keep all of it
+	})
+	if err != nil {
+		panic(err) // a fixed program: it assembles, or the code is wrong
+	}
+	return prog
+}
+
+// Addressed is a loaded eBPF socket filter for member id: it drops what Own
+// drops (if dropOwn) and the datagrams addressed to other members
+// (wire.AddressedElsewhere), which it counts. Close it once no socket uses
+// it (an attached program stays loaded as long as its socket is open).
+type Addressed struct {
+	prog, counts int // file descriptors
+}
+
+// ErrUnavailable wraps the kernel's refusal to load an eBPF program (no
+// CAP_BPF, or a kernel without eBPF socket filters).
+var ErrUnavailable = errors.New("sockfilter: the kernel refused the eBPF address filter")
+
+// NewAddressed loads the address filter for member id (not 0).
+func NewAddressed(own netip.AddrPort, dropOwn bool, id wire.NodeID) (*Addressed, error) {
+	return load(own, dropOwn, id, udpLen)
+}
+
+// load loads the address filter for datagrams at offset at.
+func load(own netip.AddrPort, dropOwn bool, id wire.NodeID, at int32) (*Addressed, error) {
+	if uint32(id) == 0 {
+		return nil, fmt.Errorf("sockfilter: no address filter for node %d, whose name is 0", id)
+	}
+	counts, err := bpfCall(unix.BPF_MAP_CREATE, unsafe.Pointer(&mapCreateAttr{mapType: unix.BPF_MAP_TYPE_ARRAY, keySize: 4, valueSize: 8, maxEntries: 1}), unsafe.Sizeof(mapCreateAttr{}))
+	if err != nil {
+		return nil, fmt.Errorf("%w: creating its counter: %v", ErrUnavailable, err)
+	}
+	insns := encode(addressedProgram(own, dropOwn, uint32(id), int32(counts), at))
+	license := heapBytes(4)
+	copy(license, "GPL")
+	log := heapBytes(4096)
+	attr := progLoadAttr{progType: unix.BPF_PROG_TYPE_SOCKET_FILTER, insnCnt: uint32(len(insns) / 8),
+		insns: addr(insns), license: addr(license), logLevel: 1, logSize: uint32(len(log)), logBuf: addr(log)}
+	// The verifier gives up with EAGAIN when a signal is pending, and the
+	// Go runtime signals its threads to preempt them: try again.
+	prog, err := bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+	for try := 0; errors.Is(err, unix.EAGAIN) && try < 100; try++ {
+		prog, err = bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+	}
+	runtime.KeepAlive(insns)
+	runtime.KeepAlive(license)
+	runtime.KeepAlive(log)
+	if err != nil {
+		unix.Close(counts)
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		// Anything else is the program's fault: say what the verifier said.
+		return nil, fmt.Errorf("%w: %v: %s", ErrUnavailable, err, cString(log))
+	}
+	return &Addressed{prog: prog, counts: counts}, nil
+}
+
+// Attach makes the filter the socket's (fd), in place of any other.
+func (a *Addressed) Attach(fd int) error {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ATTACH_BPF, a.prog); err != nil {
+		return fmt.Errorf("sockfilter: attaching the address filter: %w", err)
+	}
+	return nil
+}
+
+// Dropped returns how many datagrams addressed to other members the filter
+// has dropped.
+func (a *Addressed) Dropped() (uint64, error) {
+	buf := heapBytes(12) // the key (0), then the value
+	attr := mapElemAttr{mapFD: uint32(a.counts), key: addr(buf[:4]), value: addr(buf[4:])}
+	_, err := bpfCall(unix.BPF_MAP_LOOKUP_ELEM, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+	runtime.KeepAlive(buf)
+	if err != nil {
+		return 0, fmt.Errorf("sockfilter: reading the address filter's count: %w", err)
+	}
+	return binary.NativeEndian.Uint64(buf[4:]), nil
+}
+
+// Close releases the program and its counter (an attached program stays
+// with its socket).
+func (a *Addressed) Close() error {
+	return errors.Join(unix.Close(a.prog), unix.Close(a.counts))
+}
+
+// addressedProgram assembles the address filter: the checks of
+// wire.AddressedElsewhere on the datagram, which starts at offset at (behind
+// its UDP header, on a socket), with the counter's map file descriptor.
+func addressedProgram(own netip.AddrPort, dropOwn bool, me uint32, counts, at int32) []insn {
+	var a asm
+	a.op(unix.BPF_ALU64|unix.BPF_MOV|unix.BPF_X, 6, 1, 0, 0) // r6 = the packet, as absolute loads want
+	if dropOwn {
+		ip := own.Addr().As4()
+		a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_W, 0, 0, 0, netOff+12) // IPv4 source address
+		a.jump(unix.BPF_JNE, binary.BigEndian.Uint32(ip[:]), "addressed")
+		a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_H, 0, 0, 0, at-udpLen) // UDP source port
+		a.jump(unix.BPF_JNE, uint32(own.Port()), "addressed")
+		a.op(unix.BPF_ALU64|unix.BPF_MOV|unix.BPF_K, 0, 0, 0, 0) // ours: drop, uncounted (the node counts them)
+		a.op(unix.BPF_JMP|unix.BPF_EXIT, 0, 0, 0, 0)
+	}
+	a.label("addressed")
+	a.op(unix.BPF_LDX|unix.BPF_MEM|unix.BPF_W, 0, 6, 0, 0) // r0 = skb->len (struct __sk_buff's first field)
+	a.jump(unix.BPF_JLT, uint32(at+wire.HeaderLen), "keep")
+	a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_H, 0, 0, 0, at) // magic
+	a.jump(unix.BPF_JNE, 'm'<<8|'c', "keep")
+	a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_B, 0, 0, 0, at+2) // version
+	a.jump(unix.BPF_JNE, wire.Version, "keep")
+	a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_W, 0, 0, 0, at+wire.ForOffset)
+	a.jump(unix.BPF_JEQ, 0, "keep") // for every member
+	a.jump(unix.BPF_JEQ, me, "keep")
+	a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_W, 0, 0, 0, at+wire.ForOffset+4)
+	a.jump(unix.BPF_JEQ, me, "keep")
+	a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_W, 0, 0, 0, at+wire.ForOffset+8)
+	a.jump(unix.BPF_JEQ, me, "keep")
+	// For others only: count it, then drop it.
+	a.op(unix.BPF_ST|unix.BPF_MEM|unix.BPF_W, 10, 0, -4, 0) // key 0, on the stack
+	a.op(unix.BPF_ALU64|unix.BPF_MOV|unix.BPF_X, 2, 10, 0, 0)
+	a.op(unix.BPF_ALU64|unix.BPF_ADD|unix.BPF_K, 2, 0, 0, -4)
+	a.op(unix.BPF_LD|unix.BPF_IMM|unix.BPF_DW, 1, unix.BPF_PSEUDO_MAP_FD, 0, counts)
+	a.op(0, 0, 0, 0, 0)                                    // the second half of the 64-bit load
+	a.op(unix.BPF_JMP|unix.BPF_CALL, 0, 0, 0, 1)           // bpf_map_lookup_elem
+	a.op(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, 0, 0, 2, 0) // no element: drop uncounted (cannot happen)
+	a.op(unix.BPF_ALU64|unix.BPF_MOV|unix.BPF_K, 1, 0, 0, 1)
+	a.op(unix.BPF_STX|unix.BPF_ATOMIC|unix.BPF_DW, 0, 1, 0, unix.BPF_ADD) // lock *(u64 *)r0 += 1
+	a.op(unix.BPF_ALU64|unix.BPF_MOV|unix.BPF_K, 0, 0, 0, 0)
+	a.op(unix.BPF_JMP|unix.BPF_EXIT, 0, 0, 0, 0)
+	a.label("keep")
+	a.op(unix.BPF_ALU|unix.BPF_MOV|unix.BPF_K, 0, 0, 0, -1) // all of it
+	a.op(unix.BPF_JMP|unix.BPF_EXIT, 0, 0, 0, 0)
+	return a.assemble()
+}
+
+// insn is one eBPF instruction, as the kernel reads it.
+type insn struct {
+	code uint8
+	regs uint8 // destination register in the low nibble, source in the high
+	off  int16
+	imm  int32
+}
+
+// asm assembles a straight program with forward jumps to labels.
+type asm struct {
+	insns  []insn
+	labels map[string]int
+	fixups map[int]string
+}
+
+func (a *asm) op(code, dst, src uint8, off int16, imm int32) {
+	a.insns = append(a.insns, insn{code: code, regs: src<<4 | dst, off: off, imm: imm})
+}
+
+// jump compares r0's low 32 bits with v and jumps to label if cond holds.
+func (a *asm) jump(cond uint8, v uint32, label string) {
+	if a.fixups == nil {
+		a.fixups = map[int]string{}
+	}
+	a.fixups[len(a.insns)] = label
+	a.op(unix.BPF_JMP32|cond|unix.BPF_K, 0, 0, 0, int32(v))
+}
+
+func (a *asm) label(name string) {
+	if a.labels == nil {
+		a.labels = map[string]int{}
+	}
+	a.labels[name] = len(a.insns)
+}
+
+func (a *asm) assemble() []insn {
+	for at, label := range a.fixups {
+		to, ok := a.labels[label]
+		if !ok || to <= at {
+			panic(fmt.Sprintf("sockfilter: jump to %q, which is not ahead", label)) // the code is wrong
+		}
+		a.insns[at].off = int16(to - at - 1)
+	}
+	return a.insns
+}
+
+// The parts of union bpf_attr the commands here use.
+type mapCreateAttr struct {
+	mapType, keySize, valueSize, maxEntries, mapFlags uint32
+}
+
+type progLoadAttr struct {
+	progType, insnCnt uint32
+	insns, license    uint64
+	logLevel, logSize uint32
+	logBuf            uint64
+}
+
+type mapElemAttr struct {
+	mapFD, _   uint32
+	key, value uint64
+	flags      uint64
+}
+
+// encode lays instructions out as the kernel reads them.
+func encode(insns []insn) []byte {
+	b := heapBytes(8 * len(insns))
+	for i, in := range insns {
+		b[8*i], b[8*i+1] = in.code, in.regs
+		binary.NativeEndian.PutUint16(b[8*i+2:], uint16(in.off))
+		binary.NativeEndian.PutUint32(b[8*i+4:], uint32(in.imm))
+	}
+	return b
+}
+
+// heapBytes allocates on the heap, where nothing moves: the kernel reads
+// and writes the buffers the attributes point at, by address.
+//
+//go:noinline
+func heapBytes(n int) []byte { return make([]byte, n) }
+
+// addr is a buffer's address, as union bpf_attr carries it.
+func addr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
+
+func bpfCall(cmd uintptr, attr unsafe.Pointer, size uintptr) (int, error) {
+	r, _, errno := unix.Syscall(unix.SYS_BPF, cmd, uintptr(attr), size)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(r), nil
+}
+
+func cString(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
