@@ -5,11 +5,11 @@
 //
 // Each UDP datagram carries one or more messages from one sender:
 //
-//	0      2    3    4          12         20       28       36       44       52         60
-//	+------+----+----+----------+----------+--------+--------+--------+--------+----------+-----------
-//	| "mc" | v2 | 0  | group    | instance | from   | inc    | T      | epoch  | log epoch| messages…
-//	+------+----+----+----------+----------+--------+--------+--------+--------+----------+-----------
-//	                   uint64 big-endian fields
+//	0      2    3     4          12         20       28       36       44       52         60       72
+//	+------+----+-----+----------+----------+--------+--------+--------+--------+----------+--------+-----------
+//	| "mc" | v4 |flags| group    | instance | from   | inc    | T      | epoch  | log epoch| for    | messages…
+//	+------+----+-----+----------+----------+--------+--------+--------+--------+----------+--------+-----------
+//	                    uint64 big-endian fields                                             3 × uint32
 //
 //	message = kind (1 byte) | body length (uvarint) | body (msgpack array)
 //
@@ -17,10 +17,15 @@
 // each other; instance names one run of the group (the founder's
 // incarnation); from/inc/T are the sender's logical ID, incarnation and group
 // timestamp; epoch is the highest epoch the sender has promised and log epoch
-// the epoch of the last decision it applied (see Header). Message bodies are msgpack (hashicorp/go-msgpack/v2) with struct
-// fields as array elements in declaration order; a decoder skips array
-// elements it does not know (fields added at the end by a later version) and
-// whole messages of kinds it does not know.
+// the epoch of the last decision it applied (see Header); for names the
+// members a multicast is for, all zero for every member (see Recipients).
+// flags bit 0 marks a datagram sealed with a group key (package seal), whose
+// messages only a key holder reads; the header stays readable. Message
+// bodies are msgpack (hashicorp/go-msgpack/v2) with struct fields as array
+// elements in declaration order; a decoder skips array elements it does not
+// know (fields added at the end by a later version) and whole messages of
+// kinds it does not know. The hottest kinds are encoded and decoded by hand,
+// in exactly the library's forms (fast.go).
 //
 // # Bounds
 //
