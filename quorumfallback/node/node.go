@@ -526,6 +526,14 @@ func (n *Node) receive(in qnet.Inbound) {
 	}
 	if err == nil {
 		n.raiseTokens(r.m)
+		// Lamport's rule: the clock moves past every clock it hears of.
+		// Replies carry the request's number, not the arbiter's clock, so
+		// without this a node that no restarted node's requests reach
+		// would go on asking with numbers far below that node's (its
+		// numbers start at the wall clock), and an arbiter the two share
+		// would prefer it for as many requests as the gap: the restarted
+		// node starved (TestRestartedNodeNotStarved).
+		r.m.RaiseClock(in.Frame.Clock)
 		err = r.m.Step(in.Frame.Msg)
 	}
 	if err != nil {
@@ -548,7 +556,7 @@ func (n *Node) flush(r *resource) {
 	}
 	rd := r.m.Ready()
 	for _, m := range rd.Messages {
-		if err := n.tr.Send(m.To, qnet.Frame{Resource: r.name, Msg: m}); err != nil {
+		if err := n.tr.Send(m.To, qnet.Frame{Resource: r.name, Msg: m, Clock: r.m.Clock()}); err != nil {
 			n.log.Error().Err(err).Str("resource", r.name).Stringer("msg", m).Msg("cannot send")
 			continue
 		}

@@ -13,7 +13,7 @@ import (
 // Limits of the wire format.
 const (
 	// MaxFrame is the largest frame body, in bytes (without the length
-	// prefix). A well-formed frame is far smaller (at most 309 bytes,
+	// prefix). A well-formed frame is far smaller (at most 319 bytes,
 	// 1,335 with an update's data); the margin leaves room to append fields. A receiver that reads a larger
 	// length prefix closes the connection: it cannot find the next frame.
 	MaxFrame = 4096
@@ -50,6 +50,12 @@ type Frame struct {
 	// Data is an update's content, at most MaxData bytes; empty for every
 	// other kind. A string, so that frames compare with ==.
 	Data string
+	// Clock is the sender's Lamport clock for the resource: the highest
+	// sequence number its machine has sent, received or seen. A receiver
+	// raises its own to it (Lamport's rule: every message carries the
+	// sender's clock), so that a node whose requests never reach another's
+	// arbiters still learns how far the group's numbers have gone.
+	Clock uint64
 }
 
 // validKind reports whether k may travel in a frame.
@@ -73,7 +79,7 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 	// place, after its prefix, with no scratch buffer.
 	n := 1 + uvarintLen(uint64(m.From)) + uvarintLen(uint64(m.To)) + uvarintLen(uint64(m.Arbiter)) +
 		uvarintLen(m.Seq) + uvarintLen(uint64(m.Site+1)) + uvarintLen(m.SiteSeq) + uvarintLen(m.Token) +
-		1 + uvarintLen(uint64(len(f.Resource))) + len(f.Resource)
+		uvarintLen(f.Clock) + 1 + uvarintLen(uint64(len(f.Resource))) + len(f.Resource)
 	if m.Kind == quorumfallback.Update {
 		n += uvarintLen(uint64(len(f.Data))) + len(f.Data)
 	}
@@ -91,6 +97,7 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 	dst = binary.AppendUvarint(dst, uint64(m.Site+1))
 	dst = binary.AppendUvarint(dst, m.SiteSeq)
 	dst = binary.AppendUvarint(dst, m.Token)
+	dst = binary.AppendUvarint(dst, f.Clock)
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(len(f.Resource)))
 	dst = append(dst, f.Resource...)
@@ -167,6 +174,7 @@ func DecodeFrame(body []byte) (Frame, error) {
 	}
 	m.SiteSeq = d.uvarint("SiteSeq")
 	m.Token = d.uvarint("Token")
+	f.Clock = d.uvarint("Clock")
 	if flags := d.byte("flags"); d.err == nil {
 		if flags&^flagWithTransfer != 0 {
 			d.fail("unknown flag bits %#02x", flags&^flagWithTransfer)

@@ -14,14 +14,14 @@ import (
 // validFrames covers every field at its extremes.
 func validFrames() []Frame {
 	return []Frame{
-		{Resource: "r", Msg: qf.Message{Kind: qf.Request, From: 1, To: 2, Arbiter: 1, Seq: 7, Site: qf.None}},
+		{Resource: "r", Msg: qf.Message{Kind: qf.Request, From: 1, To: 2, Arbiter: 1, Seq: 7, Site: qf.None}, Clock: 1795763902040253},
 		{Resource: "", Msg: qf.Message{Kind: qf.Grant, From: 0, To: 3, Arbiter: 0, Seq: 1, Site: qf.None, Token: 42}},
 		{Resource: "db/orders", Msg: qf.Message{Kind: qf.Grant, From: 4, To: 1, Arbiter: 2, Seq: 9, Site: 3, SiteSeq: 5, WithTransfer: true, Token: 8}},
 		{Resource: "ünïcödé/锁", Msg: qf.Message{Kind: qf.Release, From: 2, To: 0, Arbiter: 2, Seq: 3, Site: 0, Token: 1}},
 		{Resource: strings.Repeat("x", MaxResource), Msg: qf.Message{
 			Kind: qf.Transfer, From: math.MaxInt32, To: math.MaxInt32, Arbiter: math.MaxInt32,
 			Seq: math.MaxUint64, Site: math.MaxInt32, SiteSeq: math.MaxUint64, Token: math.MaxUint64, WithTransfer: true,
-		}},
+		}, Clock: math.MaxUint64},
 		{Resource: "a", Msg: qf.Message{Kind: qf.Failed, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
 		{Resource: "a", Msg: qf.Message{Kind: qf.Inquire, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
 		{Resource: "a", Msg: qf.Message{Kind: qf.Yield, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
@@ -51,7 +51,7 @@ func bodyOf(t testing.TB, f Frame) []byte {
 // AppendFrame refuses to.
 type raw struct {
 	kind                                          byte
-	from, to, arbiter, seq, site1, siteSeq, token uint64
+	from, to, arbiter, seq, site1, siteSeq, token, clock uint64
 	flags                                         byte
 	resLen                                        uint64
 	res                                           string
@@ -59,7 +59,7 @@ type raw struct {
 
 func (r raw) body() []byte {
 	b := []byte{r.kind}
-	for _, v := range []uint64{r.from, r.to, r.arbiter, r.seq, r.site1, r.siteSeq, r.token} {
+	for _, v := range []uint64{r.from, r.to, r.arbiter, r.seq, r.site1, r.siteSeq, r.token, r.clock} {
 		b = binary.AppendUvarint(b, v)
 	}
 	b = append(b, r.flags)
@@ -101,8 +101,8 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("%d bytes left over", len(stream))
 	}
 	// The largest frame the format allows fits MaxFrame with room to spare.
-	if n := len(bodyOf(t, validFrames()[4])); n != 309 || n > MaxFrame {
-		t.Errorf("largest body is %d bytes, want 309", n)
+	if n := len(bodyOf(t, validFrames()[4])); n != 319 || n > MaxFrame {
+		t.Errorf("largest body is %d bytes, want 319", n)
 	}
 }
 

@@ -83,11 +83,12 @@ const (
 	maxSpare = 1 << 20
 )
 
-// helloMagic opens every hello (quorum, version 4: failure(i), heartbeats,
-// answers that name their request, and Cao and Singhal's query and answer
-// after a failure; a node of an earlier version would deadlock with one, or
-// drop the frames it does not know).
-var helloMagic = [4]byte{'m', 'c', 'q', '4'}
+// helloMagic opens every hello (quorum, version 5: failure(i), heartbeats,
+// answers that name their request, Cao and Singhal's query and answer after
+// a failure, and the sender's clock in every frame; a node of an earlier
+// version would deadlock with one, drop the frames it does not know, or
+// starve beside it).
+var helloMagic = [4]byte{'m', 'c', 'q', '5'}
 
 // Answers to a hello.
 const (

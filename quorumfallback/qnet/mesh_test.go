@@ -266,7 +266,8 @@ func rawHello(t *testing.T, addr string, idx uint64, hello string) (net.Conn, by
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	msg := append([]byte("mcq4"), binary.AppendUvarint(nil, idx)...)
+	msg := append(helloMagic[:0:0], helloMagic[:]...)
+	msg = append(msg, binary.AppendUvarint(nil, idx)...)
 	msg = binary.AppendUvarint(msg, 7) // the raw client's incarnation
 	msg = binary.AppendUvarint(msg, uint64(len(hello)))
 	msg = append(msg, hello...)
