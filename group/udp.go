@@ -14,7 +14,6 @@ import (
 
 	"github.com/mcnode/mcnode/group/sockfilter"
 	"github.com/mcnode/mcnode/wire"
-	"golang.org/x/net/bpf"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
@@ -93,24 +92,25 @@ type UDP struct {
 	// a running count it attaches to what it delivers next): for want of
 	// room in the buffer, and, on the multicast socket, those its filter
 	// dropped. ucDrops is the unicast socket's count; mcDrops the multicast
-	// socket's, less the node's own multicasts (written by its reader only).
-	ucDrops, mcDrops atomic.Uint64
+	// socket's (written by its reader only), of which overflows subtracts
+	// the filter's (mcOverflow only grows: see overflows).
+	ucDrops, mcDrops, mcOverflow atomic.Uint64
 	// filtersOwn: the multicast socket's filter drops this node's own
 	// multicasts, which the kernel counts with the drops for want of
-	// buffer; ownMulticasts counts them (before they are sent, so that the
+	// buffer. The eBPF filter (ebpf, if the kernel took it) counts them,
+	// and what it drops as addressed to other members (FilterFor), exactly;
+	// the classic one counts nothing, and ownMulticasts stands for its
+	// count (each multicast sent, counted before it is sent, so that the
 	// difference never counts one as a drop).
 	filtersOwn    bool
 	ownMulticasts atomic.Uint64
-	// The address filter (FilterFor), if the kernel took it: it counts the
-	// datagrams it drops, exactly, so that the node can tell them from
-	// overflow. filterMu serialises its changes; filteredBefore holds the
-	// counts of the filters it replaced; mcOverflow only grows (see
-	// overflows).
-	filterMu       sync.Mutex
-	filterFor      wire.NodeID
-	addressed      atomic.Pointer[sockfilter.Addressed]
-	filteredBefore atomic.Uint64
-	mcOverflow     atomic.Uint64
+	ebpf          *sockfilter.Filter
+	ebpfErr       error // why there is none
+	// filterMu serialises FilterFor; filtered and ownFiltered hold the last
+	// counts read from the eBPF filter (they only grow).
+	filterMu              sync.Mutex
+	filterFor             wire.NodeID
+	filtered, ownFiltered atomic.Uint64
 }
 
 // ListenUDP opens the sockets, joins the group and starts reading.
@@ -191,7 +191,7 @@ func ListenUDP(cfg UDPConfig) (*UDP, error) {
 	}
 	// Without the filter, the node drops its own multicast itself, after
 	// reading it (Group.receive). Without loopback there is none to drop.
-	u.filtersOwn = cfg.Loopback && u.mcp.SetBPF(sockfilter.Own(u.ownAddr())) == nil
+	u.setUpFilter()
 	u.readers.Add(2)
 	go u.read(u.mc, true)
 	go u.read(u.uc, false)
@@ -233,69 +233,94 @@ func tuneSocket(c net.PacketConn, size int) int {
 
 func (u *UDP) ownAddr() netip.AddrPort { return u.uc.LocalAddr().(*net.UDPAddr).AddrPort() }
 
+// setUpFilter gives the multicast socket its filter: the eBPF one where the
+// kernel takes it, which counts what it drops, else the classic one, which
+// drops the node's own multicasts (with loopback: without, there are none).
+func (u *UDP) setUpFilter() {
+	f, err := sockfilter.New(u.ownAddr(), u.cfg.Loopback)
+	if !useEBPF {
+		if err == nil {
+			f.Close()
+		}
+		f, err = nil, fmt.Errorf("%w: not tried", sockfilter.ErrUnavailable)
+	}
+	if err == nil && u.cfg.Loopback {
+		err = u.attach(f, 0)
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		u.ebpfErr = err
+		u.filtersOwn = u.cfg.Loopback && u.mcp.SetBPF(sockfilter.Own(u.ownAddr())) == nil
+		return
+	}
+	u.ebpf, u.filtersOwn = f, u.cfg.Loopback
+}
+
+// useEBPF is false in tests of the classic filter.
+var useEBPF = true
+
+// attach attaches f's program for member id to the multicast socket.
+func (u *UDP) attach(f *sockfilter.Filter, id wire.NodeID) error {
+	raw, err := u.mc.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return err
+	}
+	cerr := raw.Control(func(fd uintptr) { err = f.Attach(int(fd), id) })
+	return errors.Join(cerr, err)
+}
+
 // FilterFor has the multicast socket's filter drop, from now on, the
 // datagrams addressed to members other than id (wire.Recipients), before
 // they wake the node: at heavy load on one lock, about two of every three
-// datagrams a member would read. It drops the node's own multicasts as
-// before (with loopback), and counts what it drops for the others, so that
-// overflow stays exact (package sockfilter). 0 goes back to the own filter
-// alone. A kernel that will not load it (the process lacks CAP_BPF) leaves
-// the socket as it was: the error wraps sockfilter.ErrUnavailable.
+// datagrams a member would read. It counts what it drops, so that overflow
+// stays exact (package sockfilter); 0 drops nothing more. A process the
+// kernel will not load an eBPF program for (it lacks CAP_BPF) gets an
+// error that wraps sockfilter.ErrUnavailable, and reads everything.
 func (u *UDP) FilterFor(id wire.NodeID) error {
 	u.filterMu.Lock()
 	defer u.filterMu.Unlock()
+	if u.ebpf == nil {
+		return u.ebpfErr
+	}
 	if id == u.filterFor {
 		return nil
 	}
-	var next *sockfilter.Addressed
-	if id != 0 {
-		f, err := sockfilter.NewAddressed(u.ownAddr(), u.filtersOwn, id)
-		if err != nil {
-			return err
-		}
-		raw, err := u.mc.(syscall.Conn).SyscallConn()
-		if err == nil {
-			cerr := raw.Control(func(fd uintptr) { err = f.Attach(int(fd)) })
-			err = errors.Join(cerr, err)
-		}
-		if err != nil {
-			f.Close()
-			return err
-		}
-		next = f
-	} else if err := u.mcp.SetBPF(u.ownProgram()); err != nil {
-		return fmt.Errorf("group: socket filter: %w", err)
-	}
-	if old := u.addressed.Swap(next); old != nil {
-		// It no longer runs: its count is final.
-		n, _ := old.Dropped()
-		u.filteredBefore.Add(n)
-		old.Close()
+	if err := u.attach(u.ebpf, id); err != nil {
+		return err
 	}
 	u.filterFor = id
 	return nil
 }
 
-// ownProgram is the filter without addresses: the own filter, or one that
-// keeps everything where there is nothing of the node's own to drop.
-func (u *UDP) ownProgram() []bpf.RawInstruction {
-	if u.filtersOwn {
-		return sockfilter.Own(u.ownAddr())
+// counts reads the eBPF filter's counters, keeping the last good figures if
+// the kernel does not answer: they never go back.
+func (u *UDP) counts() (elsewhere, own uint64) {
+	if u.ebpf != nil {
+		if e, o, err := u.ebpf.Counts(); err == nil {
+			latch(&u.filtered, e)
+			latch(&u.ownFiltered, o)
+		}
 	}
-	keep, _ := bpf.Assemble([]bpf.Instruction{bpf.RetConstant{Val: 0xffffffff}})
-	return keep
+	return u.filtered.Load(), u.ownFiltered.Load()
+}
+
+// latch raises v to n, if n is higher.
+func latch(v *atomic.Uint64, n uint64) {
+	for {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // Filtered counts the multicast datagrams addressed to other members that
 // the socket filter dropped (UDPStats.Filtered).
 func (u *UDP) Filtered() uint64 {
-	n := u.filteredBefore.Load()
-	if f := u.addressed.Load(); f != nil {
-		if m, err := f.Dropped(); err == nil {
-			n += m
-		}
-	}
-	return n
+	elsewhere, _ := u.counts()
+	return elsewhere
 }
 
 // ReceiveBuffer returns the receive buffer the kernel granted each socket
@@ -345,17 +370,19 @@ func (u *UDP) Drops() map[string]uint64 {
 // overflows counts what the node dropped for falling behind: in its own
 // queue, and in the kernel's socket buffers.
 func (u *UDP) overflows() uint64 {
-	// The multicast socket's: the kernel's count less what the address
-	// filter dropped. The filter counts a drop before the kernel does, and
-	// the kernel's count reaches the node only with the next datagram, so
-	// the difference may fall short for a moment, never run over: it is
-	// kept as the highest seen.
-	filtered := u.Filtered()
-	for {
-		drops, old := u.mcDrops.Load(), u.mcOverflow.Load()
-		if drops <= filtered+old || u.mcOverflow.CompareAndSwap(old, drops-filtered) {
-			break
-		}
+	// The multicast socket's: the kernel's count less what the filter
+	// dropped. The eBPF filter counts a drop before the kernel does, and the
+	// kernel's count reaches the node only with the next datagram, so the
+	// difference may fall short for a moment, never run over: it is kept as
+	// the highest seen. The classic filter counts nothing: each multicast
+	// sent stands for the copy of it it dropped, which overstates what it
+	// dropped when a copy never came back (then real drops may go unseen).
+	elsewhere, own := u.counts()
+	if u.ebpf == nil && u.filtersOwn {
+		own = u.ownMulticasts.Load()
+	}
+	if drops := u.mcDrops.Load(); drops > elsewhere+own {
+		latch(&u.mcOverflow, drops-elsewhere-own)
 	}
 	return u.overflow.Load() + u.mcOverflow.Load() + u.ucDrops.Load()
 }
@@ -384,14 +411,9 @@ func (u *UDP) noteKernelDrops(oob []byte, multicast bool) {
 			}
 			continue
 		}
-		// Less the node's own multicasts, which the filter dropped: at
-		// most all of those sent so far (see Send). Both counts wrap at
-		// 2^32; their difference does not, short of 2^31 real drops.
-		own := uint32(0)
-		if u.filtersOwn {
-			own = uint32(u.ownMulticasts.Load())
-		}
-		if d := int32(raw - own - uint32(u.mcDrops.Load())); d > 0 {
+		// A running count of 32 bits, kept in 64: it grows by what it
+		// grew since it was last read (short of 2^31 at once).
+		if d := int32(raw - uint32(u.mcDrops.Load())); d > 0 {
 			u.mcDrops.Add(uint64(d))
 		}
 	}
@@ -603,6 +625,9 @@ func (u *UDP) Close() error {
 		_ = u.mcp.LeaveGroup(u.cfg.Interface, &net.UDPAddr{IP: u.group.IP})
 		err = errors.Join(u.mc.Close(), u.uc.Close())
 		u.readers.Wait()
+		if u.ebpf != nil {
+			err = errors.Join(err, u.ebpf.Close())
+		}
 		close(u.packets)
 	})
 	return err

@@ -2,15 +2,16 @@
 // kernel runs on every datagram as it arrives, before it is queued, so that
 // what a node has no use for wakes nobody.
 //
-// Own drops the node's own multicasts, which the kernel loops back to every
-// group socket on the host, the sender's included (classic BPF, which any
-// process may attach). Addressed also drops the datagrams whose header names
-// the members they are for, none of them this node (wire.Recipients), and
-// counts those in a map the node reads (eBPF; loading it needs CAP_BPF or
-// root). The kernel counts every datagram a filter drops together with those
-// it drops for want of buffer (SO_RXQ_OVFL), so the node can tell a full
-// buffer, which it must report, only if it knows exactly how many the filter
-// dropped: the address filter is used only where it can count.
+// Own is a classic filter that drops the node's own multicasts, which the
+// kernel loops back to every group socket on the host, the sender's
+// included; any process may attach it. Filter is the eBPF one (loading it
+// needs CAP_BPF or root): it drops the node's own multicasts too and, for a
+// member, the datagrams whose header names the members they are for, none
+// of them this node (wire.Recipients), and it counts both in a map that
+// lives as long as the socket. The kernel counts every datagram a filter
+// drops together with those it drops for want of buffer (SO_RXQ_OVFL), so a
+// node can report a full buffer exactly only where it knows exactly what
+// its filter dropped.
 package sockfilter
 
 import (
@@ -52,89 +53,114 @@ func Own(own netip.AddrPort) []bpf.RawInstruction {
 	return prog
 }
 
-// Addressed is a loaded eBPF socket filter for member id: it drops what Own
-// drops (if dropOwn) and the datagrams addressed to other members
-// (wire.AddressedElsewhere), which it counts. Close it once no socket uses
-// it (an attached program stays loaded as long as its socket is open).
-type Addressed struct {
-	prog, counts int // file descriptors
+// Filter is the eBPF filter of one socket: a counter map that lives as long
+// as the socket, and the program attached for the member the node is now.
+type Filter struct {
+	own     netip.AddrPort
+	dropOwn bool
+	counts  int // the map's file descriptor: [0] addressed elsewhere, [1] own
 }
 
-// ErrUnavailable wraps the kernel's refusal to load an eBPF program (no
-// CAP_BPF, or a kernel without eBPF socket filters).
-var ErrUnavailable = errors.New("sockfilter: the kernel refused the eBPF address filter")
+// Counter slots.
+const (
+	slotElsewhere = 0
+	slotOwn       = 1
+)
 
-// NewAddressed loads the address filter for member id (not 0).
-func NewAddressed(own netip.AddrPort, dropOwn bool, id wire.NodeID) (*Addressed, error) {
-	return load(own, dropOwn, id, udpLen)
-}
+// ErrUnavailable wraps the kernel's refusal to load an eBPF program for want
+// of privilege (CAP_BPF), or where eBPF socket filters are missing.
+var ErrUnavailable = errors.New("sockfilter: the kernel refused an eBPF program (it needs CAP_BPF)")
 
-// load loads the address filter for datagrams at offset at.
-func load(own netip.AddrPort, dropOwn bool, id wire.NodeID, at int32) (*Addressed, error) {
-	if uint32(id) == 0 {
-		return nil, fmt.Errorf("sockfilter: no address filter for node %d, whose name is 0", id)
-	}
-	counts, err := bpfCall(unix.BPF_MAP_CREATE, unsafe.Pointer(&mapCreateAttr{mapType: unix.BPF_MAP_TYPE_ARRAY, keySize: 4, valueSize: 8, maxEntries: 1}), unsafe.Sizeof(mapCreateAttr{}))
+// New creates the counters of a socket's filter, which drops what is sent
+// from own if dropOwn. Nothing is attached yet (see Attach).
+func New(own netip.AddrPort, dropOwn bool) (*Filter, error) {
+	counts, err := bpfCall(unix.BPF_MAP_CREATE, unsafe.Pointer(&mapCreateAttr{mapType: unix.BPF_MAP_TYPE_ARRAY, keySize: 4, valueSize: 8, maxEntries: 2}), unsafe.Sizeof(mapCreateAttr{}))
 	if err != nil {
-		return nil, fmt.Errorf("%w: creating its counter: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: creating its counters: %v", ErrUnavailable, err)
 	}
-	insns := encode(addressedProgram(own, dropOwn, uint32(id), int32(counts), at))
-	license := heapBytes(4)
-	copy(license, "GPL")
-	log := heapBytes(4096)
-	attr := progLoadAttr{progType: unix.BPF_PROG_TYPE_SOCKET_FILTER, insnCnt: uint32(len(insns) / 8),
-		insns: addr(insns), license: addr(license), logLevel: 1, logSize: uint32(len(log)), logBuf: addr(log)}
-	// The verifier gives up with EAGAIN when a signal is pending, and the
-	// Go runtime signals its threads to preempt them: try again.
-	prog, err := bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
-	for try := 0; errors.Is(err, unix.EAGAIN) && try < 100; try++ {
-		prog, err = bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
-	}
-	runtime.KeepAlive(insns)
-	runtime.KeepAlive(license)
-	runtime.KeepAlive(log)
-	if err != nil {
-		unix.Close(counts)
-		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		// Anything else is the program's fault: say what the verifier said.
-		return nil, fmt.Errorf("%w: %v: %s", ErrUnavailable, err, cString(log))
-	}
-	return &Addressed{prog: prog, counts: counts}, nil
+	return &Filter{own: own, dropOwn: dropOwn, counts: counts}, nil
 }
 
-// Attach makes the filter the socket's (fd), in place of any other.
-func (a *Addressed) Attach(fd int) error {
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ATTACH_BPF, a.prog); err != nil {
-		return fmt.Errorf("sockfilter: attaching the address filter: %w", err)
+// Attach loads the program for member id (0: a node with no ID yet, which
+// drops only its own) and makes it the socket's (fd), in place of any
+// other; the counters go on. The socket keeps the program.
+func (f *Filter) Attach(fd int, id wire.NodeID) error {
+	prog, err := f.load(id, udpLen)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(prog)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ATTACH_BPF, prog); err != nil {
+		return fmt.Errorf("sockfilter: attaching the filter: %w", err)
 	}
 	return nil
 }
 
-// Dropped returns how many datagrams addressed to other members the filter
-// has dropped.
-func (a *Addressed) Dropped() (uint64, error) {
-	buf := heapBytes(12) // the key (0), then the value
-	attr := mapElemAttr{mapFD: uint32(a.counts), key: addr(buf[:4]), value: addr(buf[4:])}
+// Counts returns how many datagrams the filter has dropped as addressed to
+// other members, and as the node's own.
+func (f *Filter) Counts() (elsewhere, own uint64, err error) {
+	if elsewhere, err = f.count(slotElsewhere); err == nil {
+		own, err = f.count(slotOwn)
+	}
+	return elsewhere, own, err
+}
+
+func (f *Filter) count(slot uint32) (uint64, error) {
+	buf := heapBytes(12) // the key, then the value
+	binary.NativeEndian.PutUint32(buf, slot)
+	attr := mapElemAttr{mapFD: uint32(f.counts), key: addr(buf[:4]), value: addr(buf[4:])}
 	_, err := bpfCall(unix.BPF_MAP_LOOKUP_ELEM, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
 	runtime.KeepAlive(buf)
 	if err != nil {
-		return 0, fmt.Errorf("sockfilter: reading the address filter's count: %w", err)
+		return 0, fmt.Errorf("sockfilter: reading the filter's counters: %w", err)
 	}
 	return binary.NativeEndian.Uint64(buf[4:]), nil
 }
 
-// Close releases the program and its counter (an attached program stays
-// with its socket).
-func (a *Addressed) Close() error {
-	return errors.Join(unix.Close(a.prog), unix.Close(a.counts))
+// Close releases the counters. Call it once the socket is closed: the
+// programs it ran are released with it.
+func (f *Filter) Close() error { return unix.Close(f.counts) }
+
+// load loads the program for member id, for datagrams at offset at (behind
+// the UDP header, on a socket), and returns its file descriptor. The
+// verifier writes its log only when it refuses the program: a log asked of
+// every load may not fit the buffer, which older kernels refuse.
+func (f *Filter) load(id wire.NodeID, at int32) (int, error) {
+	insns := encode(program(f.own, f.dropOwn, uint32(id), int32(f.counts), at))
+	license := heapBytes(4)
+	copy(license, "GPL")
+	attr := progLoadAttr{progType: unix.BPF_PROG_TYPE_SOCKET_FILTER, insnCnt: uint32(len(insns) / 8), insns: addr(insns), license: addr(license)}
+	prog, err := loadProgram(&attr)
+	if err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
+		log := heapBytes(64 << 10)
+		attr.logLevel, attr.logSize, attr.logBuf = 1, uint32(len(log)), addr(log)
+		_, err = loadProgram(&attr)
+		err = fmt.Errorf("sockfilter: the verifier refused the filter: %v: %s", err, cString(log))
+		runtime.KeepAlive(log)
+	} else if err != nil {
+		err = fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	runtime.KeepAlive(insns)
+	runtime.KeepAlive(license)
+	return prog, err
 }
 
-// addressedProgram assembles the address filter: the checks of
-// wire.AddressedElsewhere on the datagram, which starts at offset at (behind
-// its UDP header, on a socket), with the counter's map file descriptor.
-func addressedProgram(own netip.AddrPort, dropOwn bool, me uint32, counts, at int32) []insn {
+// loadProgram loads a program. The verifier gives up with EAGAIN when a
+// signal is pending, and the Go runtime signals its threads to preempt
+// them: it tries again.
+func loadProgram(attr *progLoadAttr) (int, error) {
+	prog, err := bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(attr), unsafe.Sizeof(*attr))
+	for try := 0; errors.Is(err, unix.EAGAIN) && try < 100; try++ {
+		prog, err = bpfCall(unix.BPF_PROG_LOAD, unsafe.Pointer(attr), unsafe.Sizeof(*attr))
+	}
+	return prog, err
+}
+
+// program assembles the filter: drop what is sent from own (if dropOwn),
+// counted in slot 1; then, for a member (me not 0), the checks of
+// wire.AddressedElsewhere on the datagram, which starts at offset at,
+// counted in slot 0; keep the rest.
+func program(own netip.AddrPort, dropOwn bool, me uint32, counts, at int32) []insn {
 	var a asm
 	a.op(unix.BPF_ALU64|unix.BPF_MOV|unix.BPF_X, 6, 1, 0, 0) // r6 = the packet, as absolute loads want
 	if dropOwn {
@@ -143,25 +169,35 @@ func addressedProgram(own netip.AddrPort, dropOwn bool, me uint32, counts, at in
 		a.jump(unix.BPF_JNE, binary.BigEndian.Uint32(ip[:]), "addressed")
 		a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_H, 0, 0, 0, at-udpLen) // UDP source port
 		a.jump(unix.BPF_JNE, uint32(own.Port()), "addressed")
-		a.op(unix.BPF_ALU64|unix.BPF_MOV|unix.BPF_K, 0, 0, 0, 0) // ours: drop, uncounted (the node counts them)
-		a.op(unix.BPF_JMP|unix.BPF_EXIT, 0, 0, 0, 0)
+		a.countAndDrop(counts, slotOwn)
 	}
 	a.label("addressed")
-	a.op(unix.BPF_LDX|unix.BPF_MEM|unix.BPF_W, 0, 6, 0, 0) // r0 = skb->len (struct __sk_buff's first field)
-	a.jump(unix.BPF_JLT, uint32(at+wire.HeaderLen), "keep")
-	a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_H, 0, 0, 0, at) // magic
-	a.jump(unix.BPF_JNE, 'm'<<8|'c', "keep")
-	a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_B, 0, 0, 0, at+2) // version
-	a.jump(unix.BPF_JNE, wire.Version, "keep")
-	a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_W, 0, 0, 0, at+wire.ForOffset)
-	a.jump(unix.BPF_JEQ, 0, "keep") // for every member
-	a.jump(unix.BPF_JEQ, me, "keep")
-	a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_W, 0, 0, 0, at+wire.ForOffset+4)
-	a.jump(unix.BPF_JEQ, me, "keep")
-	a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_W, 0, 0, 0, at+wire.ForOffset+8)
-	a.jump(unix.BPF_JEQ, me, "keep")
-	// For others only: count it, then drop it.
-	a.op(unix.BPF_ST|unix.BPF_MEM|unix.BPF_W, 10, 0, -4, 0) // key 0, on the stack
+	if me != 0 {
+		a.op(unix.BPF_LDX|unix.BPF_MEM|unix.BPF_W, 0, 6, 0, 0) // r0 = skb->len (struct __sk_buff's first field)
+		a.jump(unix.BPF_JLT, uint32(at+wire.HeaderLen), "keep")
+		a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_H, 0, 0, 0, at) // magic
+		a.jump(unix.BPF_JNE, 'm'<<8|'c', "keep")
+		a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_B, 0, 0, 0, at+2) // version
+		a.jump(unix.BPF_JNE, wire.Version, "keep")
+		a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_W, 0, 0, 0, at+wire.ForOffset)
+		a.jump(unix.BPF_JEQ, 0, "keep") // for every member
+		a.jump(unix.BPF_JEQ, me, "keep")
+		a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_W, 0, 0, 0, at+wire.ForOffset+4)
+		a.jump(unix.BPF_JEQ, me, "keep")
+		a.op(unix.BPF_LD|unix.BPF_ABS|unix.BPF_W, 0, 0, 0, at+wire.ForOffset+8)
+		a.jump(unix.BPF_JEQ, me, "keep")
+		a.countAndDrop(counts, slotElsewhere) // for others only
+	}
+	a.label("keep")
+	a.op(unix.BPF_ALU|unix.BPF_MOV|unix.BPF_K, 0, 0, 0, -1) // all of it
+	a.op(unix.BPF_JMP|unix.BPF_EXIT, 0, 0, 0, 0)
+	return a.assemble()
+}
+
+// countAndDrop adds one to the counter in slot of the map counts, and drops
+// the datagram.
+func (a *asm) countAndDrop(counts int32, slot int32) {
+	a.op(unix.BPF_ST|unix.BPF_MEM|unix.BPF_W, 10, 0, -4, slot) // the key, on the stack
 	a.op(unix.BPF_ALU64|unix.BPF_MOV|unix.BPF_X, 2, 10, 0, 0)
 	a.op(unix.BPF_ALU64|unix.BPF_ADD|unix.BPF_K, 2, 0, 0, -4)
 	a.op(unix.BPF_LD|unix.BPF_IMM|unix.BPF_DW, 1, unix.BPF_PSEUDO_MAP_FD, 0, counts)
@@ -172,10 +208,6 @@ func addressedProgram(own netip.AddrPort, dropOwn bool, me uint32, counts, at in
 	a.op(unix.BPF_STX|unix.BPF_ATOMIC|unix.BPF_DW, 0, 1, 0, unix.BPF_ADD) // lock *(u64 *)r0 += 1
 	a.op(unix.BPF_ALU64|unix.BPF_MOV|unix.BPF_K, 0, 0, 0, 0)
 	a.op(unix.BPF_JMP|unix.BPF_EXIT, 0, 0, 0, 0)
-	a.label("keep")
-	a.op(unix.BPF_ALU|unix.BPF_MOV|unix.BPF_K, 0, 0, 0, -1) // all of it
-	a.op(unix.BPF_JMP|unix.BPF_EXIT, 0, 0, 0, 0)
-	return a.assemble()
 }
 
 // insn is one eBPF instruction, as the kernel reads it.

@@ -43,10 +43,11 @@ func datagrams(t testing.TB) map[string][]byte {
 		"not mcnode's": append([]byte("xx"), to27[2:]...), "empty": {}, "first name zero": append(append(append([]byte(nil), to27[:wire.ForOffset]...), 0, 0, 0, 0), to27[wire.ForOffset+4:]...)}
 }
 
-// The address filter, on a real socket, keeps and drops what
+// The filter, on a real socket, keeps and drops what
 // wire.AddressedElsewhere says, and counts exactly what it drops; with
-// dropOwn it drops the node's own datagrams too, uncounted.
-func TestAddressedOnASocket(t *testing.T) {
+// dropOwn it drops the node's own datagrams too, counted apart. A new
+// program for another member goes on with the same counters.
+func TestFilterOnASocket(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("loading an eBPF program needs root (CAP_BPF); run as root, as make test does")
 	}
@@ -60,13 +61,15 @@ func TestAddressedOnASocket(t *testing.T) {
 			t.Fatal(err)
 		}
 		own := tx.LocalAddr().(*net.UDPAddr).AddrPort()
-		f, err := NewAddressed(own, true, id)
+		f, err := New(own, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		raw, _ := rx.SyscallConn()
 		var aerr error
-		_ = raw.Control(func(fd uintptr) { aerr = f.Attach(int(fd)) })
+		// First for another member, then for this one: the counters of the
+		// first stay, and count on.
+		_ = raw.Control(func(fd uintptr) { aerr = errors.Join(f.Attach(int(fd), id+100), f.Attach(int(fd), id)) })
 		if aerr != nil {
 			t.Fatal(aerr)
 		}
@@ -86,11 +89,11 @@ func TestAddressedOnASocket(t *testing.T) {
 			} else if got := read(t, rx); string(got) != string(d) {
 				t.Fatalf("node %d, %s: received %x, want %x", id, name, got, d)
 			}
-			if n, err := f.Dropped(); err != nil || n != want {
+			if n, _, err := f.Counts(); err != nil || n != want {
 				t.Fatalf("node %d, %s (addressed elsewhere %v): %d counted (%v), want %d", id, name, elsewhere, n, err, want)
 			}
 		}
-		// Its own: dropped, uncounted, whatever it is; then one of
+		// Its own: dropped, counted apart, whatever it is; then one of
 		// another's still comes through.
 		for _, d := range datagrams(t) {
 			if _, err := tx.Write(d); err != nil {
@@ -104,8 +107,8 @@ func TestAddressedOnASocket(t *testing.T) {
 		if got := read(t, rx); string(got) != string(all) {
 			t.Fatalf("node %d: received %x after its own datagrams, want another's %x", id, got, all)
 		}
-		if n, _ := f.Dropped(); n != want {
-			t.Fatalf("node %d: %d counted after its own datagrams, want %d", id, n, want)
+		if n, own, _ := f.Counts(); n != want || own != uint64(len(datagrams(t))) {
+			t.Fatalf("node %d: %d counted as addressed elsewhere and %d as its own after its own datagrams, want %d and %d", id, n, own, want, len(datagrams(t)))
 		}
 		f.Close()
 		rx.Close()
@@ -125,9 +128,9 @@ func read(t *testing.T, c *net.UDPConn) []byte {
 	return b[:n]
 }
 
-// Without the privilege to load it, NewAddressed says so with
-// ErrUnavailable (the caller then goes without the address filter). As
-// root, the test runs itself again as nobody.
+// Without the privilege to load it, New says so with ErrUnavailable (the
+// caller then goes without the eBPF filter). As root, the test runs itself
+// again as nobody.
 func TestAddressedUnavailableSaysSo(t *testing.T) {
 	if os.Geteuid() == 0 {
 		dir, err := os.MkdirTemp("", "sockfilter")
@@ -154,7 +157,7 @@ func TestAddressedUnavailableSaysSo(t *testing.T) {
 		}
 		return
 	}
-	_, err := NewAddressed(netip.MustParseAddrPort("127.0.0.1:7"), true, 2)
+	_, err := New(netip.MustParseAddrPort("127.0.0.1:7"), true)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("got %v, want ErrUnavailable", err)
 	}
@@ -166,7 +169,7 @@ func TestAddressedUnavailableSaysSo(t *testing.T) {
 // UDP header, then the datagram. The filter sees it from the IP header on,
 // so it was loaded for datagrams at offset 28. It reports whether the
 // filter kept the datagram.
-func run(t testing.TB, f *Addressed, src netip.AddrPort, datagram []byte) bool {
+func run(t testing.TB, prog int, src netip.AddrPort, datagram []byte) bool {
 	t.Helper()
 	frame := heapBytes(14 + 28 + len(datagram))
 	binary.BigEndian.PutUint16(frame[12:], 0x0800) // IPv4
@@ -179,7 +182,7 @@ func run(t testing.TB, f *Addressed, src netip.AddrPort, datagram []byte) bool {
 	binary.BigEndian.PutUint16(ip[22:], 7946)
 	binary.BigEndian.PutUint16(ip[24:], uint16(8+len(datagram)))
 	copy(ip[28:], datagram)
-	attr := testRunAttr{progFD: uint32(f.prog), dataSizeIn: uint32(len(frame)), dataIn: addr(frame), repeat: 1}
+	attr := testRunAttr{progFD: uint32(prog), dataSizeIn: uint32(len(frame)), dataIn: addr(frame), repeat: 1}
 	if _, err := bpfCall(unix.BPF_PROG_TEST_RUN, unsafe.Pointer(&attr), unsafe.Sizeof(attr)); err != nil {
 		t.Fatalf("running the filter: %v", err)
 	}
@@ -193,32 +196,39 @@ type testRunAttr struct {
 }
 
 // loadForRun loads the filter for member id as run needs it.
-func loadForRun(t testing.TB, own netip.AddrPort, dropOwn bool, id wire.NodeID) *Addressed {
+func loadForRun(t testing.TB, own netip.AddrPort, dropOwn bool, id wire.NodeID) (*Filter, int) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("loading an eBPF program needs root (CAP_BPF); run as root, as make test does")
 	}
-	f, err := load(own, dropOwn, id, 28)
+	f, err := New(own, dropOwn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() })
-	return f
+	prog, err := f.load(id, 28)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(prog); f.Close() })
+	return f, prog
 }
 
 // The program the kernel runs keeps and drops exactly what
 // wire.AddressedElsewhere says, on 20,000 headers built to probe it: magic
 // and version right or off, the sealed flag, lengths around the header's
 // end, names equal to the member's low 32 bits, zero or others, members
-// with IDs past 2^32. It counts what it drops, and drops the node's own
-// datagrams uncounted.
+// with IDs past 2^32. It counts what it drops, and the node's own datagrams
+// apart.
 func TestAddressedMatchesWire(t *testing.T) {
-	own, other := netip.MustParseAddrPort("10.0.0.1:7000"), netip.MustParseAddrPort("10.0.0.2:7000")
+	// An address above 128.0.0.0 and a port above 32767 (the program
+	// compares 32-bit values with signed immediates), and a neighbour on
+	// the next port of the same host.
+	own, other := netip.MustParseAddrPort("192.168.200.250:65000"), netip.MustParseAddrPort("192.168.200.250:64999")
 	rng := uint64(1)
 	next := func() uint64 { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng }
 	for _, id := range []wire.NodeID{1, 2, 7, 1 << 31, 1<<32 - 1, 1<<32 + 2, 3<<32 + 7} {
-		f := loadForRun(t, own, true, id)
-		dropped := uint64(0)
+		f, prog := loadForRun(t, own, true, id)
+		dropped, owned := uint64(0), uint64(0)
 		for range 3000 {
 			name := func() uint32 {
 				switch next() % 4 {
@@ -247,15 +257,16 @@ func TestAddressedMatchesWire(t *testing.T) {
 			if elsewhere {
 				dropped++
 			}
-			if keeps := run(t, f, other, d); keeps == elsewhere {
+			if keeps := run(t, prog, other, d); keeps == elsewhere {
 				t.Fatalf("member %d, datagram %x: the filter keeps it %v, wire says addressed elsewhere %v", id, d, keeps, elsewhere)
 			}
-			if run(t, f, own, d) {
+			if run(t, prog, own, d) {
 				t.Fatalf("member %d kept its own datagram %x", id, d)
 			}
+			owned++
 		}
-		if n, err := f.Dropped(); err != nil || n != dropped {
-			t.Fatalf("member %d: %d counted (%v), want %d", id, n, err, dropped)
+		if n, o, err := f.Counts(); err != nil || n != dropped || o != owned {
+			t.Fatalf("member %d: %d and %d counted (%v), want %d addressed elsewhere and %d own", id, n, o, err, dropped, owned)
 		}
 	}
 }
@@ -268,30 +279,37 @@ func FuzzAddressed(f *testing.F) {
 	for _, d := range datagrams(f) {
 		f.Add(d, uint64(2))
 	}
-	filters := map[wire.NodeID]*Addressed{}
+	progs := map[wire.NodeID]int{}
 	own := netip.MustParseAddrPort("10.0.0.1:7000")
+	var counters *Filter
 	f.Fuzz(func(t *testing.T, d []byte, id uint64) {
 		if uint32(id) == 0 || len(d) > 1400 {
 			return
 		}
-		flt := filters[wire.NodeID(id)]
-		if flt == nil {
-			if len(filters) > 64 {
-				for k, v := range filters {
-					v.Close()
-					delete(filters, k)
-				}
-			}
-			if os.Geteuid() != 0 {
-				t.Skip("needs root")
-			}
+		if os.Geteuid() != 0 {
+			t.Skip("needs root")
+		}
+		if counters == nil {
 			var err error
-			if flt, err = load(own, false, wire.NodeID(id), 28); err != nil {
+			if counters, err = New(own, false); err != nil {
 				t.Fatal(err)
 			}
-			filters[wire.NodeID(id)] = flt
 		}
-		if keeps, elsewhere := run(t, flt, netip.MustParseAddrPort("10.0.0.2:7000"), d), wire.AddressedElsewhere(d, wire.NodeID(id)); keeps == elsewhere {
+		prog, ok := progs[wire.NodeID(id)]
+		if !ok {
+			if len(progs) > 64 {
+				for k, v := range progs {
+					unix.Close(v)
+					delete(progs, k)
+				}
+			}
+			var err error
+			if prog, err = counters.load(wire.NodeID(id), 28); err != nil {
+				t.Fatal(err)
+			}
+			progs[wire.NodeID(id)] = prog
+		}
+		if keeps, elsewhere := run(t, prog, netip.MustParseAddrPort("10.0.0.2:7000"), d), wire.AddressedElsewhere(d, wire.NodeID(id)); keeps == elsewhere {
 			t.Fatalf("member %d, datagram %x: the filter keeps it %v, wire says addressed elsewhere %v", id, d, keeps, elsewhere)
 		}
 	})
