@@ -189,7 +189,8 @@ type Protocol interface {
 	// or observed (0 for a protocol without them).
 	Clock() uint64
 	// RaiseClock makes the machine's next sequence number greater than
-	// floor; called before its first Request or Step.
+	// floor; called before its first Request or Step, and before a Step
+	// with the clock the message's sender had (Lamport's rule).
 	RaiseClock(floor uint64)
 }
 
@@ -247,12 +248,28 @@ var (
 	ErrBadMessage = errors.New("quorumfallback: bad message")
 )
 
+// MaxCounter bounds every sequence number, clock and token a message may
+// carry. Honest ones start at the wall clock in microseconds (about 2^51
+// today) and grow by one a request; one near 2^64 from a broken or hostile
+// peer would make the next number wrap to 0, after which numbers repeat:
+// an answer to a request given up would count for the next one, and two
+// nodes would enter at once. 2^62 leaves a margin no group can use up.
+//
+// A peer that sends MaxCounter itself still costs liveness, not safety:
+// the numbers after it are refused, and the nodes that heard it wait in
+// vain (each refusal logged and counted) until the group restarts. Adopting
+// less than what was heard would not help: Ricart-Agrawala's exclusion
+// rests on every node numbering its next request above all it has heard.
+const MaxCounter = 1<<62 - 1
+
 // Check returns an error wrapping ErrBadMessage unless m is a known kind
-// from another node in 0..n-1 addressed to self, with in-range node fields.
-// Machines call it first in Step.
+// from another node in 0..n-1 addressed to self, with in-range node fields
+// and counters. Machines call it first in Step.
 func Check(m Message, self ID, n int) error {
 	in := func(id ID) bool { return id >= 0 && id < n }
 	switch {
+	case m.Seq > MaxCounter || m.SiteSeq > MaxCounter || m.Token > MaxCounter:
+		return fmt.Errorf("%w: a counter over %d (seq %d, site seq %d, token %d)", ErrBadMessage, uint64(MaxCounter), m.Seq, m.SiteSeq, m.Token)
 	case !m.Kind.Valid():
 		return fmt.Errorf("%w: unknown kind %d", ErrBadMessage, m.Kind)
 	case m.To != self:

@@ -520,6 +520,9 @@ func (n *Node) receive(in qnet.Inbound) {
 	}
 	// Check before making a machine for a name never seen.
 	err := q.Check(in.Frame.Msg, n.cfg.Self, len(n.cfg.Peers))
+	if err == nil && in.Frame.Clock > q.MaxCounter {
+		err = fmt.Errorf("%w: a clock over %d", q.ErrBadMessage, uint64(q.MaxCounter))
+	}
 	var r *resource
 	if err == nil {
 		r, err = n.resource(in.Frame.Resource)

@@ -26,11 +26,13 @@ func TestMachineAPIErrors(t *testing.T) {
 			for _, bad := range []q.Message{
 				{Kind: 0, From: 0, To: 1, Site: q.None},
 				{Kind: q.Transfer + 1, From: 0, To: 1, Site: q.None},
-				{Kind: q.Request, From: 0, To: 2, Site: q.None},           // not for us
-				{Kind: q.Request, From: 1, To: 1, Site: q.None},           // from ourselves
-				{Kind: q.Request, From: 7, To: 1, Site: q.None},           // no such node
-				{Kind: q.Grant, From: 0, To: 1, Arbiter: 9, Site: q.None}, // no such arbiter
-				{Kind: q.Release, From: 0, To: 1, Site: 4},                // no such site
+				{Kind: q.Request, From: 0, To: 2, Site: q.None},                                    // not for us
+				{Kind: q.Request, From: 1, To: 1, Site: q.None},                                    // from ourselves
+				{Kind: q.Request, From: 7, To: 1, Site: q.None},                                    // no such node
+				{Kind: q.Grant, From: 0, To: 1, Arbiter: 9, Site: q.None},                          // no such arbiter
+				{Kind: q.Release, From: 0, To: 1, Site: 4},                                         // no such site
+				{Kind: q.Request, From: 0, To: 1, Arbiter: 1, Seq: q.MaxCounter + 1, Site: q.None}, // would wrap the clock
+				{Kind: q.Grant, From: 0, To: 1, Arbiter: 0, Token: q.MaxCounter + 1, Site: q.None}, // would wrap the tokens
 			} {
 				if err := m.Step(bad); !errors.Is(err, q.ErrBadMessage) {
 					t.Errorf("Step(%v): %v, want ErrBadMessage", bad, err)

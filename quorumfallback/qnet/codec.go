@@ -13,7 +13,7 @@ import (
 // Limits of the wire format.
 const (
 	// MaxFrame is the largest frame body, in bytes (without the length
-	// prefix). A well-formed frame is far smaller (at most 319 bytes,
+	// prefix). A well-formed frame is far smaller (at most 318 bytes,
 	// 1,335 with an update's data); the margin leaves room to append fields. A receiver that reads a larger
 	// length prefix closes the connection: it cannot find the next frame.
 	MaxFrame = 4096
@@ -132,6 +132,9 @@ func checkFrame(f Frame) error {
 	if len(f.Resource) > MaxResource {
 		return fmt.Errorf("%w: resource name of %d bytes exceeds MaxResource %d", ErrInvalidFrame, len(f.Resource), MaxResource)
 	}
+	if f.Clock > quorumfallback.MaxCounter {
+		return fmt.Errorf("%w: Clock %d over %d", ErrInvalidFrame, f.Clock, uint64(quorumfallback.MaxCounter))
+	}
 	if !utf8.ValidString(f.Resource) {
 		return fmt.Errorf("%w: resource name %q is not valid UTF-8", ErrInvalidFrame, f.Resource)
 	}
@@ -174,7 +177,9 @@ func DecodeFrame(body []byte) (Frame, error) {
 	}
 	m.SiteSeq = d.uvarint("SiteSeq")
 	m.Token = d.uvarint("Token")
-	f.Clock = d.uvarint("Clock")
+	if f.Clock = d.uvarint("Clock"); d.err == nil && f.Clock > quorumfallback.MaxCounter {
+		d.fail("Clock %d over %d", f.Clock, uint64(quorumfallback.MaxCounter))
+	}
 	if flags := d.byte("flags"); d.err == nil {
 		if flags&^flagWithTransfer != 0 {
 			d.fail("unknown flag bits %#02x", flags&^flagWithTransfer)

@@ -21,7 +21,7 @@ func validFrames() []Frame {
 		{Resource: strings.Repeat("x", MaxResource), Msg: qf.Message{
 			Kind: qf.Transfer, From: math.MaxInt32, To: math.MaxInt32, Arbiter: math.MaxInt32,
 			Seq: math.MaxUint64, Site: math.MaxInt32, SiteSeq: math.MaxUint64, Token: math.MaxUint64, WithTransfer: true,
-		}, Clock: math.MaxUint64},
+		}, Clock: qf.MaxCounter},
 		{Resource: "a", Msg: qf.Message{Kind: qf.Failed, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
 		{Resource: "a", Msg: qf.Message{Kind: qf.Inquire, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
 		{Resource: "a", Msg: qf.Message{Kind: qf.Yield, From: 5, To: 6, Arbiter: 5, Site: qf.None}},
@@ -50,11 +50,11 @@ func bodyOf(t testing.TB, f Frame) []byte {
 // raw builds a body field by field, so that tests can write what
 // AppendFrame refuses to.
 type raw struct {
-	kind                                          byte
+	kind                                                 byte
 	from, to, arbiter, seq, site1, siteSeq, token, clock uint64
-	flags                                         byte
-	resLen                                        uint64
-	res                                           string
+	flags                                                byte
+	resLen                                               uint64
+	res                                                  string
 }
 
 func (r raw) body() []byte {
@@ -101,8 +101,8 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("%d bytes left over", len(stream))
 	}
 	// The largest frame the format allows fits MaxFrame with room to spare.
-	if n := len(bodyOf(t, validFrames()[4])); n != 319 || n > MaxFrame {
-		t.Errorf("largest body is %d bytes, want 319", n)
+	if n := len(bodyOf(t, validFrames()[4])); n != 318 || n > MaxFrame {
+		t.Errorf("largest body is %d bytes, want 318", n)
 	}
 }
 
@@ -133,6 +133,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"resource length past the end", with(func(r *raw) { r.resLen = 5 }), "truncated: resource name of 5 bytes, 1 left"},
 		{"resource not UTF-8", with(func(r *raw) { r.resLen, r.res = 2, "a\xff" }), "not valid UTF-8"},
 		{"trailing byte", append(okRaw.body(), 0), "1 trailing bytes"},
+		{"Clock over MaxCounter", with(func(r *raw) { r.clock = qf.MaxCounter + 1 }), "Clock 4611686018427387904 over"},
 		{"uvarint over 64 bits", append([]byte{byte(qf.Request)}, bytes.Repeat([]byte{0xff}, 11)...), "From overflows 64 bits"},
 	}
 	for _, c := range cases {

@@ -155,6 +155,11 @@ func (r *run) current(e event) bool {
 	return true
 }
 
+// restartClockJump bounds how far ahead of its previous incarnation's a
+// restarted node's sequence numbers start: seconds of the wall clock in
+// microseconds.
+const restartClockJump = 10_000_000
+
 // deliverable reports whether a message arrives: its link has stayed up
 // since it was sent, and its receiver is awake (else it waits).
 func (r *run) deliverable(e event) bool {
@@ -288,8 +293,13 @@ func (r *run) faultEvent(e event) {
 		// node's sequence numbers at the wall clock, above any its
 		// previous incarnation used: Cao and Singhal's machine relies on
 		// it (a restart at 0 deadlocks it within ten seeds, as stamps of
-		// the two incarnations collide).
-		p.RaiseClock(old.Clock())
+		// the two incarnations collide). The wall clock has moved on
+		// meanwhile, a million a second: the new incarnation's numbers
+		// start far above every other node's, which only Lamport's rule
+		// (every message carries its sender's clock) lets them catch up
+		// with (without it, a node whose requests never reach the
+		// restarted one's arbiters is preferred to it for good).
+		p.RaiseClock(old.Clock() + uint64(r.rng.Int63n(restartClockJump)))
 		r.opt.Nodes[i] = p
 		s.held[i] = nil
 		clear(s.isDown[i])
@@ -312,7 +322,7 @@ func (r *run) faultEvent(e event) {
 		s.held[i] = nil
 		for _, h := range held {
 			if r.deliverable(h) {
-				r.deliver(h.msg)
+				r.deliver(h.msg, h.clock)
 			}
 		}
 		// Who it cannot reach by now is down for it, and suspected.

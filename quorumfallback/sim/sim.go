@@ -132,6 +132,9 @@ type event struct {
 	peer q.ID
 	inc  uint64
 	gen  uint64
+	// clock is the sender's clock when it sent msg: the runtime's frames
+	// carry it, and the receiver's machine adopts it (Lamport's rule).
+	clock uint64
 }
 
 type events []event
@@ -210,7 +213,7 @@ func Run(opt Options) Result {
 		switch e.kind {
 		case evDeliver:
 			if r.f == nil || r.deliverable(e) {
-				r.deliver(e.msg)
+				r.deliver(e.msg, e.clock)
 			}
 		case evRequest:
 			if r.f != nil && !r.current(e) {
@@ -267,9 +270,10 @@ func (r *run) scheduleSerial() {
 	r.at(d, event{kind: evRequest, node: i, inc: r.inc(i)})
 }
 
-func (r *run) deliver(m q.Message) {
+func (r *run) deliver(m q.Message, clock uint64) {
 	r.tracef("%d: deliver %v", r.now, m)
 	r.raiseTokens(m.To)
+	r.opt.Nodes[m.To].RaiseClock(clock)
 	if err := r.opt.Nodes[m.To].Step(m); err != nil {
 		r.fail("node %d rejected %v: %v", m.To, m, err)
 	}
@@ -325,7 +329,7 @@ func (r *run) collect(i q.ID) []q.Message {
 		}
 		at := max(r.now+r.between(r.opt.MinDelay, r.opt.MaxDelay), r.linkFree[link])
 		r.linkFree[link] = at
-		r.at(at-r.now, event{kind: evDeliver, msg: m, gen: gen})
+		r.at(at-r.now, event{kind: evDeliver, msg: m, gen: gen, clock: r.opt.Nodes[i].Clock()})
 	}
 	if rd.Entered {
 		r.enter(i, rd.Token)

@@ -1,0 +1,137 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	q "github.com/mcnode/mcnode/quorumfallback"
+	"github.com/mcnode/mcnode/quorumfallback/protocols"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
+)
+
+// clockTap is a node's transport that records the numbers of the REQUESTs
+// it sends to each member (one entry per request) and, while poison is
+// set, puts that clock on every frame it receives from node from: a broken
+// or hostile peer with an encoder of its own.
+type clockTap struct {
+	qnet.Transport
+	from   int
+	in     chan qnet.Inbound
+	mu     sync.Mutex
+	poison uint64 // 0: frames keep their clock
+	seqs   map[int][]uint64
+}
+
+func newClockTap(tr qnet.Transport, from int) *clockTap {
+	c := &clockTap{Transport: tr, from: from, in: make(chan qnet.Inbound), seqs: map[int][]uint64{}}
+	go func() {
+		defer close(c.in)
+		for in := range tr.Inbound() {
+			c.mu.Lock()
+			if c.poison != 0 && in.From == c.from {
+				in.Frame.Clock = c.poison
+			}
+			c.mu.Unlock()
+			c.in <- in
+		}
+	}()
+	return c
+}
+
+func (c *clockTap) Inbound() <-chan qnet.Inbound { return c.in }
+
+func (c *clockTap) Send(to int, f qnet.Frame) error {
+	if f.Msg.Kind == q.Request {
+		c.mu.Lock()
+		c.seqs[to] = append(c.seqs[to], f.Msg.Seq)
+		c.mu.Unlock()
+	}
+	return c.Transport.Send(to, f)
+}
+
+func (c *clockTap) setPoison(clock uint64) {
+	c.mu.Lock()
+	c.poison = clock
+	c.mu.Unlock()
+}
+
+// A frame whose clock is over MaxCounter (a broken or hostile peer's
+// encoder) is refused and counted, and no node adopts it: adopted, it made
+// the next request's number wrap to 0, after which numbers repeated and an
+// answer to a request given up counted for the next one.
+func TestHugeClockFrameRefused(t *testing.T) {
+	for _, p := range []string{protocols.Maekawa, protocols.CaoSinghal, protocols.RicartAgrawala} {
+		t.Run(p, func(t *testing.T) {
+			const n = 5
+			ends := qnet.NewMemNetwork(n)
+			peers := make([]string, n)
+			for i := range peers {
+				peers[i] = fmt.Sprintf("mem-%d", i)
+			}
+			nodes, taps := make([]*Node, n), make([]*clockTap, n)
+			for i := range nodes {
+				taps[i] = newClockTap(ends[i], 4)
+				nd, err := Start(Config{Group: "t", Protocol: p, Coterie: "majority", Self: i, Peers: peers, Transport: taps[i], TryWait: 50 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				nodes[i] = nd
+				t.Cleanup(func() { nd.Close() })
+			}
+			contend(t, nodes, 1, 5)
+			for _, tap := range taps {
+				tap.setPoison(math.MaxUint64)
+			}
+			// Node 4 asks: every frame it sends carries the clock and is
+			// refused, so it waits in vain, as over a link that lost them.
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			if _, err := nodes[4].Acquire(ctx, "r"); err == nil {
+				t.Fatal("node 4 took the lock with every frame refused")
+			}
+			for _, tap := range taps {
+				tap.setPoison(0)
+			}
+			rejected := uint64(0)
+			for _, nd := range nodes[:4] {
+				st, _ := nd.Status()
+				rejected += st.Stats.Rejected
+			}
+			if rejected == 0 {
+				t.Error("no frame refused")
+			}
+			// The others ask once more (the refused frames were lost as on a
+			// broken link, and node 4's machine still waits on them, so the
+			// locks need not come): the numbers their REQUESTs carry tell
+			// whether they took the clock.
+			var wg sync.WaitGroup
+			for _, nd := range nodes[:4] {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+					defer cancel()
+					if l, err := nd.Acquire(ctx, "r"); err == nil {
+						_ = l.Release()
+					}
+				}()
+			}
+			wg.Wait()
+			for i, tap := range taps[:4] {
+				tap.mu.Lock()
+				for to, seqs := range tap.seqs {
+					for k := 1; k < len(seqs); k++ {
+						if seqs[k] <= seqs[k-1] {
+							t.Errorf("node %d's requests to %d numbered %d after %d", i, to, seqs[k], seqs[k-1])
+						}
+					}
+				}
+				tap.mu.Unlock()
+			}
+		})
+	}
+}
