@@ -374,14 +374,19 @@ func (u *UDP) overflows() uint64 {
 	// dropped. The eBPF filter counts a drop before the kernel does, and the
 	// kernel's count reaches the node only with the next datagram, so the
 	// difference may fall short for a moment, never run over: it is kept as
-	// the highest seen. The classic filter counts nothing: each multicast
-	// sent stands for the copy of it it dropped, which overstates what it
-	// dropped when a copy never came back (then real drops may go unseen).
+	// the highest seen. The kernel's count is read first, so that a drop the
+	// filter counts after it cannot make the difference run over (read the
+	// other way round, one counted between the two reads and reported by a
+	// datagram at once was latched as an overflow that never was). The
+	// classic filter counts nothing: each multicast sent stands for the
+	// copy of it it dropped, which overstates what it dropped when a copy
+	// never came back (then real drops may go unseen).
+	drops := u.mcDrops.Load()
 	elsewhere, own := u.counts()
 	if u.ebpf == nil && u.filtersOwn {
 		own = u.ownMulticasts.Load()
 	}
-	if drops := u.mcDrops.Load(); drops > elsewhere+own {
+	if drops > elsewhere+own {
 		latch(&u.mcOverflow, drops-elsewhere-own)
 	}
 	return u.overflow.Load() + u.mcOverflow.Load() + u.ucDrops.Load()

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/mcnode/mcnode/wire"
@@ -58,7 +59,11 @@ func Own(own netip.AddrPort) []bpf.RawInstruction {
 type Filter struct {
 	own     netip.AddrPort
 	dropOwn bool
-	counts  int // the map's file descriptor: [0] addressed elsewhere, [1] own
+	// mu keeps Close from releasing the map while it is read or a program
+	// made with it: the kernel reuses a closed descriptor's number at once,
+	// and another socket's map would answer.
+	mu     sync.Mutex
+	counts int // the map's file descriptor, -1 once closed: [0] addressed elsewhere, [1] own
 }
 
 // Counter slots.
@@ -85,6 +90,11 @@ func New(own netip.AddrPort, dropOwn bool) (*Filter, error) {
 // drops only its own) and makes it the socket's (fd), in place of any
 // other; the counters go on. The socket keeps the program.
 func (f *Filter) Attach(fd int, id wire.NodeID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.counts < 0 {
+		return errClosed
+	}
 	prog, err := f.load(id, udpLen)
 	if err != nil {
 		return err
@@ -99,6 +109,11 @@ func (f *Filter) Attach(fd int, id wire.NodeID) error {
 // Counts returns how many datagrams the filter has dropped as addressed to
 // other members, and as the node's own.
 func (f *Filter) Counts() (elsewhere, own uint64, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.counts < 0 {
+		return 0, 0, errClosed
+	}
 	if elsewhere, err = f.count(slotElsewhere); err == nil {
 		own, err = f.count(slotOwn)
 	}
@@ -119,7 +134,18 @@ func (f *Filter) count(slot uint32) (uint64, error) {
 
 // Close releases the counters. Call it once the socket is closed: the
 // programs it ran are released with it.
-func (f *Filter) Close() error { return unix.Close(f.counts) }
+func (f *Filter) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.counts < 0 {
+		return errClosed
+	}
+	fd := f.counts
+	f.counts = -1
+	return unix.Close(fd)
+}
+
+var errClosed = errors.New("sockfilter: filter closed")
 
 // load loads the program for member id, for datagrams at offset at (behind
 // the UDP header, on a socket), and returns its file descriptor. The
@@ -134,8 +160,11 @@ func (f *Filter) load(id wire.NodeID, at int32) (int, error) {
 	if err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
 		log := heapBytes(64 << 10)
 		attr.logLevel, attr.logSize, attr.logBuf = 1, uint32(len(log)), addr(log)
-		_, err = loadProgram(&attr)
-		err = fmt.Errorf("sockfilter: the verifier refused the filter: %v: %s", err, cString(log))
+		// Loaded again for the verifier's log; a load that passes this
+		// time (the first failed for a passing reason) is kept.
+		if prog, err = loadProgram(&attr); err != nil {
+			err = fmt.Errorf("sockfilter: the verifier refused the filter: %v: %s", err, cString(log))
+		}
 		runtime.KeepAlive(log)
 	} else if err != nil {
 		err = fmt.Errorf("%w: %v", ErrUnavailable, err)

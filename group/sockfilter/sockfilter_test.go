@@ -314,3 +314,73 @@ func FuzzAddressed(f *testing.F) {
 		}
 	})
 }
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// A filter leaks no descriptor when it cannot attach, and once closed it
+// answers nothing: the kernel gives its map's descriptor number to the next
+// map at once, and a closed filter that read it would report another
+// socket's counts.
+func TestFilterDescriptors(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_BPF) to load eBPF programs")
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	own := netip.MustParseAddrPort("127.0.0.1:1234")
+	before := openFDs(t)
+	for range 20 {
+		f, err := New(own, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Attach(p[0], 5) == nil || f.Attach(-1, 5) == nil {
+			t.Fatal("attached to a pipe or to -1")
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := openFDs(t); after != before {
+		t.Fatalf("%d descriptors before, %d after 20 failed attaches and closes", before, after)
+	}
+
+	a, err := New(own, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := a.counts
+	a.Close()
+	b, err := New(own, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	buf := heapBytes(12) // the key, slot 0, then the value
+	binary.NativeEndian.PutUint64(buf[4:], 42)
+	attr := mapElemAttr{mapFD: uint32(b.counts), key: addr(buf[:4]), value: addr(buf[4:])}
+	if _, err := bpfCall(unix.BPF_MAP_UPDATE_ELEM, unsafe.Pointer(&attr), unsafe.Sizeof(attr)); err != nil {
+		t.Fatal(err)
+	}
+	if e, _, err := a.Counts(); err == nil {
+		t.Errorf("Counts after Close answered %d (the map at descriptor %d is b's now: %v)", e, fd, b.counts == fd)
+	}
+	if a.Attach(p[0], 5) == nil || a.Close() == nil {
+		t.Error("a closed filter attached or closed again")
+	}
+	if e, _, err := b.Counts(); err != nil || e != 42 {
+		t.Errorf("b counts %d, %v", e, err)
+	}
+}
