@@ -255,11 +255,12 @@ var (
 // an answer to a request given up would count for the next one, and two
 // nodes would enter at once. 2^62 leaves a margin no group can use up.
 //
-// A peer that sends MaxCounter itself still costs liveness, not safety:
-// the numbers after it are refused, and the nodes that heard it wait in
-// vain (each refusal logged and counted) until the group restarts. Adopting
-// less than what was heard would not help: Ricart-Agrawala's exclusion
-// rests on every node numbering its next request above all it has heard.
+// MaxCounter alone would leave liveness to chance: a clock of MaxCounter,
+// adopted and passed on, leaves numbers after it that every peer refuses.
+// The runtime (package node) therefore refuses counters far ahead of the
+// wall clock as well. Adopting less than what was heard is no way out:
+// Ricart-Agrawala's exclusion rests on every node numbering its next
+// request above all it has heard.
 const MaxCounter = 1<<62 - 1
 
 // Check returns an error wrapping ErrBadMessage unless m is a known kind

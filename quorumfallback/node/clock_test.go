@@ -2,12 +2,16 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mcnode/mcnode/group/fence"
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
 	"github.com/mcnode/mcnode/quorumfallback/qnet"
@@ -59,13 +63,23 @@ func (c *clockTap) setPoison(clock uint64) {
 	c.mu.Unlock()
 }
 
-// A frame whose clock is over MaxCounter (a broken or hostile peer's
-// encoder) is refused and counted, and no node adopts it: adopted, it made
-// the next request's number wrap to 0, after which numbers repeated and an
-// answer to a request given up counted for the next one.
+// A frame whose clock is far ahead of the wall clock (a broken or hostile
+// peer's) is refused and counted, and no node adopts it. Adopted, a clock
+// near 2^64 made the next request's number wrap to 0, after which numbers
+// repeated and an answer to a request given up counted for the next one;
+// one of MaxCounter left the numbers after it refused by every peer, the
+// resource stopped group-wide.
 func TestHugeClockFrameRefused(t *testing.T) {
 	for _, p := range []string{protocols.Maekawa, protocols.CaoSinghal, protocols.RicartAgrawala} {
-		t.Run(p, func(t *testing.T) {
+		for name, clock := range map[string]uint64{"2^64-1": math.MaxUint64, "MaxCounter": q.MaxCounter, "now+2^51": uint64(time.Now().UnixMicro()) + 1<<51} {
+			t.Run(p+"/clock="+name, func(t *testing.T) { hugeClockFrameRefused(t, p, clock) })
+		}
+	}
+}
+
+func hugeClockFrameRefused(t *testing.T, p string, clock uint64) {
+	{
+		{
 			const n = 5
 			ends := qnet.NewMemNetwork(n)
 			peers := make([]string, n)
@@ -84,7 +98,7 @@ func TestHugeClockFrameRefused(t *testing.T) {
 			}
 			contend(t, nodes, 1, 5)
 			for _, tap := range taps {
-				tap.setPoison(math.MaxUint64)
+				tap.setPoison(clock)
 			}
 			// Node 4 asks: every frame it sends carries the clock and is
 			// refused, so it waits in vain, as over a link that lost them.
@@ -132,6 +146,21 @@ func TestHugeClockFrameRefused(t *testing.T) {
 				}
 				tap.mu.Unlock()
 			}
-		})
+		}
+	}
+}
+
+// A token file that says more than any honest token can be (far ahead of
+// the wall clock) stops the node with a clear error: tokens above it would
+// be refused by every peer, or wrap.
+func TestImplausibleTokenFileRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := fence.Check(file, q.MaxCounter); err != nil {
+		t.Fatal(err)
+	}
+	ends := qnet.NewMemNetwork(2)
+	_, err := Start(Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "majority", Self: 0, Peers: []string{"mem-0", "mem-1"}, Transport: ends[0], TokenFile: file})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "token file") {
+		t.Fatalf("Start with a token file at MaxCounter: %v, want ErrConfig naming the file", err)
 	}
 }

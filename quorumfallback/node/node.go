@@ -303,6 +303,12 @@ func Start(cfg Config) (*Node, error) {
 		if err != nil {
 			n.log.Error().Err(err).Str("file", cfg.TokenFile).Msg("cannot read the highest fencing token seen; tokens start at the wall clock alone")
 		}
+		if err := plausible(seen); err != nil {
+			// Tokens above it would be refused by every peer (or wrap): the
+			// file is damaged, and only its owner can say what to do.
+			tr.Close()
+			return nil, fmt.Errorf("%w: token file %s: %w; remove the file if it is damaged", ErrConfig, cfg.TokenFile, err)
+		}
 		n.seen, n.saved = seen, seen
 		n.toSave, n.writerDone = make(chan uint64, 1), make(chan struct{})
 		go n.writeTokens()
@@ -444,6 +450,27 @@ func (n *Node) call(ctx context.Context, f func()) error {
 // MaxGroup bounds Config.Group, as in multicast mode (the hello carries it).
 const MaxGroup = 255
 
+// maxAhead is how far a counter (a clock, sequence number or fencing token)
+// may be ahead of this host's wall clock in microseconds: 2^50, about 35
+// years. Honest counters start at some node's wall clock and grow by one a
+// request or grant, far slower than the clock, so only a badly wrong clock,
+// a damaged token file or a broken or hostile peer goes past it. Without
+// the bound one frame carrying a clock near MaxCounter, adopted by Lamport's
+// rule and passed on, left every node numbers its peers refuse: the
+// resource stopped for good, group-wide. Bounded by the clock, what a peer
+// can push the counters to grows no faster than time, and MaxCounter stays
+// out of reach for millennia.
+const maxAhead = 1 << 50
+
+// plausible returns an error wrapping ErrBadMessage if counter v is more
+// than maxAhead ahead of the wall clock.
+func plausible(v uint64) error {
+	if limit := uint64(time.Now().UnixMicro()) + maxAhead; v > limit {
+		return fmt.Errorf("%w: a counter of %d, more than 2^50 (35 years of microseconds) ahead of this host's clock", q.ErrBadMessage, v)
+	}
+	return nil
+}
+
 // tokenFloor is where a new machine's fencing tokens start; a variable for
 // tests.
 var tokenFloor = func(self int) uint64 { return uint64(time.Now().UnixMicro()) }
@@ -520,8 +547,8 @@ func (n *Node) receive(in qnet.Inbound) {
 	}
 	// Check before making a machine for a name never seen.
 	err := q.Check(in.Frame.Msg, n.cfg.Self, len(n.cfg.Peers))
-	if err == nil && in.Frame.Clock > q.MaxCounter {
-		err = fmt.Errorf("%w: a clock over %d", q.ErrBadMessage, uint64(q.MaxCounter))
+	if m := in.Frame.Msg; err == nil {
+		err = plausible(max(in.Frame.Clock, m.Seq, m.SiteSeq, m.Token))
 	}
 	var r *resource
 	if err == nil {
