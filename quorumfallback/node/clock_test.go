@@ -164,3 +164,20 @@ func TestImplausibleTokenFileRefused(t *testing.T) {
 		t.Fatalf("Start with a token file at MaxCounter: %v, want ErrConfig naming the file", err)
 	}
 }
+
+// A host whose clock was never set (it reads 1970, as many do at boot)
+// still takes its peers' counters, which start at their clocks: the bound
+// counts from 2025 at the earliest.
+func TestUnsetClockTakesPeersCounters(t *testing.T) {
+	today := wallMicros()
+	old := wallMicros
+	wallMicros = func() uint64 { return 0 }
+	t.Cleanup(func() { wallMicros = old })
+	if err := plausible(today); err != nil {
+		t.Fatalf("a counter at today's clock, on a host that reads 1970: %v", err)
+	}
+	if err := plausible(clockFloor + maxAhead + 1); err == nil {
+		t.Fatal("a counter past the bound was taken")
+	}
+	contend(t, startMem(t, protocols.Maekawa, "grid", 4), 1, 10)
+}

@@ -462,10 +462,18 @@ const MaxGroup = 255
 // out of reach for millennia.
 const maxAhead = 1 << 50
 
+// clockFloor stands in for a host clock that reads earlier, in microseconds
+// (2025-01-01): a clock not yet set at boot reads 1970, and would otherwise
+// make every honest peer's counters look decades ahead.
+const clockFloor = 1_735_689_600_000_000
+
+// wallMicros is the host's clock in microseconds; a variable for tests.
+var wallMicros = func() uint64 { return uint64(time.Now().UnixMicro()) }
+
 // plausible returns an error wrapping ErrBadMessage if counter v is more
-// than maxAhead ahead of the wall clock.
+// than maxAhead ahead of the wall clock (or of clockFloor, if later).
 func plausible(v uint64) error {
-	if limit := uint64(time.Now().UnixMicro()) + maxAhead; v > limit {
+	if limit := max(wallMicros(), clockFloor) + maxAhead; v > limit {
 		return fmt.Errorf("%w: a counter of %d, more than 2^50 (35 years of microseconds) ahead of this host's clock", q.ErrBadMessage, v)
 	}
 	return nil
