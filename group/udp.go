@@ -631,6 +631,7 @@ func (u *UDP) Close() error {
 		err = errors.Join(u.mc.Close(), u.uc.Close())
 		u.readers.Wait()
 		if u.ebpf != nil {
+			u.counts() // the last counts, kept for Stats: a closed filter answers nothing
 			err = errors.Join(err, u.ebpf.Close())
 		}
 		close(u.packets)

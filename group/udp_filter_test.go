@@ -629,3 +629,106 @@ func TestUDPStatsAfterCloseReadNoOtherMap(t *testing.T) {
 		t.Fatalf("a closed transport's Filtered moved from %d to %d: it reads another socket's map through a reused descriptor", closedFiltered, n)
 	}
 }
+
+// What the filter dropped before Close stays counted as filtered after it,
+// not as lost: a closed filter answers nothing, and Stats had only the
+// counts last read (none, here: every drop showed as an overflow).
+func TestUDPStatsAfterCloseKeepFilterCounts(t *testing.T) {
+	if !netns.Isolate(t) {
+		return
+	}
+	a, c := listenLocalUDP(t, 4<<20), listenLocalUDP(t, 4<<20)
+	var got atomic.Uint64
+	a.SetHandler(func(ps []Packet) { got.Add(uint64(len(ps))) })
+	c.SetHandler(func(ps []Packet) {})
+	if err := a.FilterFor(5); err != nil {
+		t.Fatal(err)
+	}
+	if a.ebpf == nil {
+		t.Skip("no eBPF filter")
+	}
+	codec, err := wire.NewCodec(wire.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pack := func(to wire.Recipients) []byte {
+		d, err := codec.Pack(wire.Header{Group: 1, From: 3, For: to}, []wire.Message{&wire.Request{Req: 1, Resource: "r"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d[0]
+	}
+	elsewhere, all := pack(wire.RecipientsOf(9)), pack(wire.Recipients{})
+	for range 100 {
+		if err := c.Send([]Datagram{{Data: elsewhere}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// one for a, carrying the kernel's count of drops
+	if err := c.Send([]Datagram{{Data: all}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for got.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := a.Stats()
+	t.Logf("after Close: %+v (received %d, mcDrops %d)", st, got.Load(), a.mcDrops.Load())
+	if st.Overflow != 0 {
+		t.Errorf("nothing was lost, yet Overflow %d after Close (Filtered %d)", st.Overflow, st.Filtered)
+	}
+}
+
+// FilterFor, Stats and Close at once, for the race detector and for a
+// deadlock (the filter's mutex is taken inside the socket's Control).
+func TestUDPFilterForStatsCloseConcurrently(t *testing.T) {
+	if !netns.Isolate(t) {
+		return
+	}
+	for range 20 {
+		a := listenLocalUDP(t, 0)
+		a.SetHandler(func([]Packet) {})
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			for id := wire.NodeID(1); ; id++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = a.FilterFor(id%7 + 1)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = a.Stats()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			time.Sleep(20 * time.Millisecond)
+			_ = a.Close()
+			close(stop)
+		}()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("FilterFor, Stats and Close did not finish in 10 s")
+		}
+	}
+}

@@ -303,11 +303,11 @@ func Start(cfg Config) (*Node, error) {
 		if err != nil {
 			n.log.Error().Err(err).Str("file", cfg.TokenFile).Msg("cannot read the highest fencing token seen; tokens start at the wall clock alone")
 		}
-		if err := plausible(seen); err != nil {
+		if err := plausible("its highest token", seen); err != nil {
 			// Tokens above it would be refused by every peer (or wrap): the
 			// file is damaged, and only its owner can say what to do.
 			tr.Close()
-			return nil, fmt.Errorf("%w: token file %s: %w; remove the file if it is damaged", ErrConfig, cfg.TokenFile, err)
+			return nil, fmt.Errorf("%w: token file %s: %w: the file is damaged; removing it lets this node's tokens start at the wall clock, below any a fence may hold from it", ErrConfig, cfg.TokenFile, err)
 		}
 		n.seen, n.saved = seen, seen
 		n.toSave, n.writerDone = make(chan uint64, 1), make(chan struct{})
@@ -451,30 +451,30 @@ func (n *Node) call(ctx context.Context, f func()) error {
 const MaxGroup = 255
 
 // maxAhead is how far a counter (a clock, sequence number or fencing token)
-// may be ahead of this host's wall clock in microseconds: 2^50, about 35
-// years. Honest counters start at some node's wall clock and grow by one a
-// request or grant, far slower than the clock, so only a badly wrong clock,
-// a damaged token file or a broken or hostile peer goes past it. Without
-// the bound one frame carrying a clock near MaxCounter, adopted by Lamport's
-// rule and passed on, left every node numbers its peers refuse: the
-// resource stopped for good, group-wide. Bounded by the clock, what a peer
-// can push the counters to grows no faster than time, and MaxCounter stays
-// out of reach for millennia.
-const maxAhead = 1 << 50
+// may be ahead of this host's wall clock in microseconds: 2^60, some 36,000
+// years, more than any clock is wrong by (a host whose clock runs decades
+// ahead starts its counters there, and its peers must take them: refused,
+// its grants would leave their arbiters locked for good). Honest counters
+// start at some node's wall clock and grow by one a request or grant, far
+// slower than the clock. Without a bound one frame carrying a clock near
+// MaxCounter, adopted by Lamport's rule and passed on, left every node
+// numbers its peers refuse: the resource stopped for good, group-wide.
+// Bounded by the clock, what a peer can push the counters to grows no
+// faster than time and stays a quarter of MaxCounter and more below it.
+const maxAhead = 1 << 60
 
-// clockFloor stands in for a host clock that reads earlier, in microseconds
-// (2025-01-01): a clock not yet set at boot reads 1970, and would otherwise
-// make every honest peer's counters look decades ahead.
-const clockFloor = 1_735_689_600_000_000
+// wallMicros is the host's clock in microseconds (0 before 1970); a
+// variable for tests.
+var wallMicros = func() uint64 { return uint64(max(time.Now().UnixMicro(), 0)) }
 
-// wallMicros is the host's clock in microseconds; a variable for tests.
-var wallMicros = func() uint64 { return uint64(time.Now().UnixMicro()) }
+// errImplausible says a counter is beyond the bound (see plausible).
+var errImplausible = errors.New("more than 2^60 microseconds (36,000 years) ahead of this host's clock")
 
-// plausible returns an error wrapping ErrBadMessage if counter v is more
-// than maxAhead ahead of the wall clock (or of clockFloor, if later).
-func plausible(v uint64) error {
-	if limit := max(wallMicros(), clockFloor) + maxAhead; v > limit {
-		return fmt.Errorf("%w: a counter of %d, more than 2^50 (35 years of microseconds) ahead of this host's clock", q.ErrBadMessage, v)
+// plausible returns an error wrapping errImplausible, naming what, if
+// counter v is more than maxAhead ahead of the wall clock.
+func plausible(what string, v uint64) error {
+	if now := wallMicros(); v > now+maxAhead {
+		return fmt.Errorf("%s %d is %w (%d)", what, v, errImplausible, now)
 	}
 	return nil
 }
@@ -556,7 +556,9 @@ func (n *Node) receive(in qnet.Inbound) {
 	// Check before making a machine for a name never seen.
 	err := q.Check(in.Frame.Msg, n.cfg.Self, len(n.cfg.Peers))
 	if m := in.Frame.Msg; err == nil {
-		err = plausible(max(in.Frame.Clock, m.Seq, m.SiteSeq, m.Token))
+		if err = plausible("a counter (clock, sequence number or token)", max(in.Frame.Clock, m.Seq, m.SiteSeq, m.Token)); err != nil {
+			err = fmt.Errorf("%w: %w", q.ErrBadMessage, err)
+		}
 	}
 	var r *resource
 	if err == nil {
