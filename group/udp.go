@@ -237,12 +237,9 @@ func (u *UDP) ownAddr() netip.AddrPort { return u.uc.LocalAddr().(*net.UDPAddr).
 // kernel takes it, which counts what it drops, else the classic one, which
 // drops the node's own multicasts (with loopback: without, there are none).
 func (u *UDP) setUpFilter() {
-	f, err := sockfilter.New(u.ownAddr(), u.cfg.Loopback)
-	if !useEBPF {
-		if err == nil {
-			f.Close()
-		}
-		f, err = nil, fmt.Errorf("%w: not tried", sockfilter.ErrUnavailable)
+	f, err := (*sockfilter.Filter)(nil), fmt.Errorf("%w: not tried", sockfilter.ErrUnavailable)
+	if useEBPF {
+		f, err = sockfilter.New(u.ownAddr(), u.cfg.Loopback)
 	}
 	if err == nil && u.cfg.Loopback {
 		err = u.attach(f, 0)
@@ -408,12 +405,7 @@ func (u *UDP) noteKernelDrops(oob []byte, multicast bool) {
 		// A running count since the socket opened, of 32 bits.
 		raw := binary.NativeEndian.Uint32(data)
 		if !multicast {
-			for n := uint64(raw); ; {
-				old := u.ucDrops.Load()
-				if n <= old || u.ucDrops.CompareAndSwap(old, n) {
-					break
-				}
-			}
+			latch(&u.ucDrops, uint64(raw))
 			continue
 		}
 		// A running count of 32 bits, kept in 64: it grows by what it
@@ -567,8 +559,8 @@ func (u *UDP) Send(batch []Datagram) error {
 			}
 		}
 		ms = append(ms, ipv4.Message{Buffers: [][]byte{d.Data}, Addr: dst})
-		if d.To == "" && u.filtersOwn {
-			u.ownMulticasts.Add(1)
+		if d.To == "" && u.filtersOwn && u.ebpf == nil {
+			u.ownMulticasts.Add(1) // the classic filter's stand-in count (see overflows)
 		}
 	}
 	var errs []error
@@ -588,7 +580,7 @@ func (u *UDP) Send(batch []Datagram) error {
 			// ms[n] failed: skip it.
 			u.sendErrors.Add(1)
 			errs = append(errs, err)
-			if ms[n].Addr == u.group && u.filtersOwn {
+			if ms[n].Addr == u.group && u.filtersOwn && u.ebpf == nil {
 				u.ownMulticasts.Add(^uint64(0)) // not sent: the filter drops no copy of it
 			}
 			n++

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,16 +52,7 @@ func testMulticastDropsCountedBesideOwnFiltered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var mu sync.Mutex
-	received := 0
-	stall := make(chan struct{})
-	var once sync.Once
-	a.SetHandler(func(ps []Packet) {
-		once.Do(func() { <-stall })
-		mu.Lock()
-		received += len(ps)
-		mu.Unlock()
-	})
+	release, received := stallReader(t, a)
 	payload := make([]byte, 1000)
 	sent := 0
 	for range 300 {
@@ -69,7 +61,7 @@ func testMulticastDropsCountedBesideOwnFiltered(t *testing.T) {
 		}
 		sent++
 	}
-	close(stall)
+	release()
 	// Send until the count carried by what a receives covers the flood.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -78,9 +70,7 @@ func testMulticastDropsCountedBesideOwnFiltered(t *testing.T) {
 		}
 		sent++
 		time.Sleep(20 * time.Millisecond)
-		mu.Lock()
-		lost := sent - received
-		mu.Unlock()
+		lost := sent - received()
 		if got := a.Drops()[DropOverflow]; got == uint64(lost) && lost > 0 {
 			t.Logf("%d datagrams sent, %d lost, %d counted", sent, lost, got)
 			return
@@ -115,17 +105,6 @@ func TestUDPAddressedDroppedInTheKernel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	codec, err := wire.NewCodec(wire.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	datagram := func(req uint64, to wire.Recipients) []byte {
-		d, err := codec.Pack(wire.Header{Group: 1, From: 3, For: to}, []wire.Message{&wire.Request{Req: req, Resource: "r"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d[0]
-	}
 	expect := func(ch chan Packet, who string, want []byte) {
 		t.Helper()
 		select {
@@ -139,13 +118,13 @@ func TestUDPAddressedDroppedInTheKernel(t *testing.T) {
 	}
 	const addressed = 50
 	for i := range addressed {
-		d := datagram(uint64(i+1), wire.RecipientsOf(2, 9))
+		d := addressedRequest(t, uint64(i+1), wire.RecipientsOf(2, 9))
 		if err := c.Send([]Datagram{{Data: d}}); err != nil {
 			t.Fatal(err)
 		}
 		expect(gotB, "b, named", d)
 	}
-	all := datagram(1000, wire.Recipients{})
+	all := addressedRequest(t, 1000, wire.Recipients{})
 	if err := c.Send([]Datagram{{Data: all}}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +136,7 @@ func TestUDPAddressedDroppedInTheKernel(t *testing.T) {
 	if err := a.FilterFor(0); err != nil {
 		t.Fatal(err)
 	}
-	d := datagram(2000, wire.RecipientsOf(2))
+	d := addressedRequest(t, 2000, wire.RecipientsOf(2))
 	if err := c.Send([]Datagram{{Data: d}}); err != nil {
 		t.Fatal(err)
 	}
@@ -181,24 +160,8 @@ func TestUDPOverflowAndFilteredCountedApart(t *testing.T) {
 	if err := a.FilterFor(5); err != nil {
 		t.Fatal(err)
 	}
-	codec, err := wire.NewCodec(wire.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	elsewhere, err := codec.Pack(wire.Header{Group: 1, From: 3, For: wire.RecipientsOf(2, 9)}, []wire.Message{&wire.Request{Req: 1, Resource: "r"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	received := 0
-	stall := make(chan struct{})
-	var once sync.Once
-	a.SetHandler(func(ps []Packet) {
-		once.Do(func() { <-stall })
-		mu.Lock()
-		received += len(ps)
-		mu.Unlock()
-	})
+	elsewhere := addressedRequest(t, 1, wire.RecipientsOf(2, 9))
+	release, received := stallReader(t, a)
 	payload := make([]byte, 1000) // no mcnode header: the filter keeps it, if there is room
 	sent, addressed := 0, 0
 	for i := range 400 {
@@ -207,14 +170,14 @@ func TestUDPOverflowAndFilteredCountedApart(t *testing.T) {
 		}
 		sent++
 		if i%8 == 0 {
-			if err := b.Send([]Datagram{{Data: elsewhere[0]}}); err != nil {
+			if err := b.Send([]Datagram{{Data: elsewhere}}); err != nil {
 				t.Fatal(err)
 			}
 			addressed++
 		}
 	}
 	time.Sleep(100 * time.Millisecond)
-	close(stall)
+	release()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if err := b.Send([]Datagram{{Data: payload}}); err != nil {
@@ -222,9 +185,7 @@ func TestUDPOverflowAndFilteredCountedApart(t *testing.T) {
 		}
 		sent++
 		time.Sleep(50 * time.Millisecond)
-		mu.Lock()
-		lost := sent - received
-		mu.Unlock()
+		lost := sent - received()
 		st := a.Stats()
 		if lost > 0 && st.Overflow == uint64(lost) && st.Filtered == uint64(addressed) {
 			t.Logf("%d lost to the full buffer, counted as overflow; %d addressed elsewhere, counted as filtered", lost, addressed)
@@ -234,6 +195,37 @@ func TestUDPOverflowAndFilteredCountedApart(t *testing.T) {
 			t.Fatalf("%d sent, %d lost to the full buffer, %d addressed elsewhere: overflow %d, filtered %d", sent, lost, addressed, st.Overflow, st.Filtered)
 		}
 	}
+}
+
+// addressedRequest is a datagram of group 1 from member 3: request req,
+// addressed to the members to names (none: every member).
+func addressedRequest(t testing.TB, req uint64, to wire.Recipients) []byte {
+	t.Helper()
+	codec, err := wire.NewCodec(wire.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := codec.Pack(wire.Header{Group: 1, From: 3, For: to}, []wire.Message{&wire.Request{Req: req, Resource: "r"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d[0]
+}
+
+// stallReader makes u's handler block on its first batch until release is
+// called (at the latest when the test ends), so that what is sent meanwhile
+// fills u's buffer; received counts the datagrams handled.
+func stallReader(t *testing.T, u *UDP) (release func(), received func() int) {
+	var n atomic.Int64
+	stall := make(chan struct{})
+	var first, released sync.Once
+	u.SetHandler(func(ps []Packet) {
+		first.Do(func() { <-stall })
+		n.Add(int64(len(ps)))
+	})
+	release = func() { released.Do(func() { close(stall) }) }
+	t.Cleanup(release)
+	return release, func() int { return int(n.Load()) }
 }
 
 // setLoopbackMTU sets the MTU of lo in this (private) namespace.

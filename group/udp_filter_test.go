@@ -77,25 +77,15 @@ func TestUDPFilterReplacedWhileCounted(t *testing.T) {
 	if err := a.FilterFor(5); err != nil {
 		t.Fatal(err)
 	}
-	codec, err := wire.NewCodec(wire.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pack := func(to wire.Recipients) []byte {
-		d, err := codec.Pack(wire.Header{Group: 1, From: 3, For: to}, []wire.Message{&wire.Request{Req: 1, Resource: "r"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d[0]
-	}
 	const addressed = 200
+	elsewhere := addressedRequest(t, 1, wire.RecipientsOf(9))
 	for range addressed {
-		if err := c.Send([]Datagram{{Data: pack(wire.RecipientsOf(9))}}); err != nil {
+		if err := c.Send([]Datagram{{Data: elsewhere}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// One for all: it carries the kernel's count (200) to a.
-	if err := c.Send([]Datagram{{Data: pack(wire.Recipients{})}}); err != nil {
+	if err := c.Send([]Datagram{{Data: addressedRequest(t, 1, wire.Recipients{})}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -138,35 +128,6 @@ func TestUDPFilterReplacedWhileCounted(t *testing.T) {
 	}
 }
 
-// filterTestSendRawUDP multicasts a UDP datagram to the local group through a
-// raw socket, with the UDP header as given (source port, checksum): what
-// any host of the LAN can send.
-func filterTestSendRawUDP(t *testing.T, group netip.AddrPort, src netip.AddrPort, csum uint16, payload []byte) {
-	t.Helper()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW) // IP_HDRINCL
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if err := unix.SetsockoptIPMreqn(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, &unix.IPMreqn{Ifindex: 1}); err != nil {
-		t.Fatal(err)
-	}
-	pkt := make([]byte, 28+len(payload))
-	pkt[0], pkt[8], pkt[9] = 0x45, 1, unix.IPPROTO_UDP
-	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
-	s4, g4 := src.Addr().As4(), group.Addr().As4()
-	copy(pkt[12:], s4[:])
-	copy(pkt[16:], g4[:])
-	binary.BigEndian.PutUint16(pkt[20:], src.Port())
-	binary.BigEndian.PutUint16(pkt[22:], group.Port())
-	binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(payload)))
-	binary.BigEndian.PutUint16(pkt[26:], csum)
-	copy(pkt[28:], payload)
-	if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: g4}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A datagram from the node's own address and port that the node did not
 // send (spoofed by any host that can reach the group: the address is in
 // every datagram the node multicasts) is dropped by the own check, which
@@ -204,12 +165,12 @@ func TestUDPSpoofedOwnDatagramsNoOverflow(t *testing.T) {
 	}
 	const bad, spoofed = 10, 10
 	for range bad {
-		filterTestSendRawUDP(t, group, netip.MustParseAddrPort("127.0.0.1:4242"), 0x1234, []byte("bad checksum"))
+		filterTestSendRawIP(t, group, netip.MustParseAddrPort("127.0.0.1:4242"), nil, 0x1234, []byte("bad checksum"), 0)
 	}
 	hello()
 	afterBad := a.Stats().Overflow
 	for range spoofed {
-		filterTestSendRawUDP(t, group, a.ownAddr(), 0, []byte("from a's own address, not sent by a"))
+		filterTestSendRawIP(t, group, a.ownAddr(), nil, 0, []byte("from a's own address, not sent by a"), 0)
 	}
 	hello()
 	st := a.Stats()
@@ -246,16 +207,7 @@ func TestUDPLostOwnCopiesHideNoOverflow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var mu sync.Mutex
-	received := 0
-	stall := make(chan struct{})
-	var once sync.Once
-	a.SetHandler(func(ps []Packet) {
-		once.Do(func() { <-stall })
-		mu.Lock()
-		received += len(ps)
-		mu.Unlock()
-	})
+	release, received := stallReader(t, a)
 	small := make([]byte, 32) // whole at MTU 68
 	sent := 0
 	for range 300 {
@@ -265,7 +217,7 @@ func TestUDPLostOwnCopiesHideNoOverflow(t *testing.T) {
 		sent++
 	}
 	time.Sleep(100 * time.Millisecond)
-	close(stall)
+	release()
 	deadline := time.Now().Add(5 * time.Second)
 	var lost int
 	for time.Now().Before(deadline) {
@@ -274,9 +226,7 @@ func TestUDPLostOwnCopiesHideNoOverflow(t *testing.T) {
 		}
 		sent++
 		time.Sleep(50 * time.Millisecond)
-		mu.Lock()
-		lost = sent - received
-		mu.Unlock()
+		lost = sent - received()
 		if a.Stats().Overflow == uint64(lost) && lost > 0 {
 			return
 		}
@@ -284,10 +234,12 @@ func TestUDPLostOwnCopiesHideNoOverflow(t *testing.T) {
 	t.Fatalf("%d datagrams lost to a's full buffer, overflow counts %d (%d of a's own multicasts never came back)", lost, a.Stats().Overflow, own)
 }
 
-// filterTestSendRawIP multicasts an IPv4 packet built here: options (a
-// multiple of 4 bytes) after the fixed header, and extra bytes after the
-// UDP datagram (the IP length covers them, the UDP length does not).
-func filterTestSendRawIP(t *testing.T, group, src netip.AddrPort, options []byte, payload []byte, trailer int) {
+// filterTestSendRawIP multicasts to the local group, through a raw socket,
+// an IPv4 packet built here, as any host of the LAN can: options (a
+// multiple of 4 bytes) after the fixed header, the UDP header with the
+// source and checksum given, and extra bytes after the UDP datagram (the IP
+// length covers them, the UDP length does not).
+func filterTestSendRawIP(t *testing.T, group, src netip.AddrPort, options []byte, csum uint16, payload []byte, trailer int) {
 	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 	if err != nil {
@@ -309,6 +261,7 @@ func filterTestSendRawIP(t *testing.T, group, src netip.AddrPort, options []byte
 	binary.BigEndian.PutUint16(u[0:], src.Port())
 	binary.BigEndian.PutUint16(u[2:], group.Port())
 	binary.BigEndian.PutUint16(u[4:], uint16(8+len(payload)))
+	binary.BigEndian.PutUint16(u[6:], csum)
 	copy(u[8:], payload)
 	if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: g4}); err != nil {
 		t.Fatal(err)
@@ -333,17 +286,6 @@ func TestUDPFilterHostileShapes(t *testing.T) {
 	if err := a.FilterFor(5); err != nil {
 		t.Fatal(err)
 	}
-	codec, err := wire.NewCodec(wire.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pack := func(to wire.Recipients) []byte {
-		d, err := codec.Pack(wire.Header{Group: 1, From: 3, For: to}, []wire.Message{&wire.Request{Req: 1, Resource: "r"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d[0]
-	}
 	group := netip.MustParseAddrPort(DefaultLocalConfig().Address)
 	other := netip.MustParseAddrPort("127.0.0.1:4242")
 	nops := []byte{1, 1, 1, 0} // NOP NOP NOP END
@@ -358,19 +300,19 @@ func TestUDPFilterHostileShapes(t *testing.T) {
 		trailer  int
 		elsewhen bool
 	}{
-		{"for 9, options", nops, pack(wire.RecipientsOf(9)), 0, true},
-		{"for 9, 40 bytes of options", lsrr, pack(wire.RecipientsOf(9)), 0, true},
-		{"for all, options", nops, pack(wire.Recipients{}), 0, false},
-		{"for 5, 40 bytes of options", lsrr, pack(wire.RecipientsOf(9, 5)), 0, false},
-		{"short header, bytes after it", nil, pack(wire.RecipientsOf(9))[:wire.HeaderLen-1], 20, false},
-		{"for 9, bytes after it", nil, pack(wire.RecipientsOf(9)), 20, true},
+		{"for 9, options", nops, addressedRequest(t, 1, wire.RecipientsOf(9)), 0, true},
+		{"for 9, 40 bytes of options", lsrr, addressedRequest(t, 1, wire.RecipientsOf(9)), 0, true},
+		{"for all, options", nops, addressedRequest(t, 1, wire.Recipients{}), 0, false},
+		{"for 5, 40 bytes of options", lsrr, addressedRequest(t, 1, wire.RecipientsOf(9, 5)), 0, false},
+		{"short header, bytes after it", nil, addressedRequest(t, 1, wire.RecipientsOf(9))[:wire.HeaderLen-1], 20, false},
+		{"for 9, bytes after it", nil, addressedRequest(t, 1, wire.RecipientsOf(9)), 20, true},
 	}
 	want := uint64(0)
 	for _, c := range cases {
 		if wire.AddressedElsewhere(c.payload, 5) != c.elsewhen {
 			t.Fatalf("%s: the case is wrong", c.name)
 		}
-		filterTestSendRawIP(t, group, other, c.options, c.payload, c.trailer)
+		filterTestSendRawIP(t, group, other, c.options, 0, c.payload, c.trailer)
 		if c.elsewhen {
 			want++
 			time.Sleep(20 * time.Millisecond)
@@ -418,18 +360,7 @@ func TestUDPFilterReplacedUnderLoad(t *testing.T) {
 	if err := a.FilterFor(5); err != nil {
 		t.Fatal(err)
 	}
-	codec, err := wire.NewCodec(wire.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pack := func(to wire.Recipients) []byte {
-		d, err := codec.Pack(wire.Header{Group: 1, From: 3, For: to}, []wire.Message{&wire.Request{Req: 1, Resource: "r"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d[0]
-	}
-	elsewhere := pack(wire.RecipientsOf(9))
+	elsewhere := addressedRequest(t, 1, wire.RecipientsOf(9))
 	var stop atomic.Bool
 	var sent atomic.Uint64
 	done := make(chan struct{})
@@ -453,7 +384,7 @@ func TestUDPFilterReplacedUnderLoad(t *testing.T) {
 	stop.Store(true)
 	<-done
 	time.Sleep(100 * time.Millisecond)
-	if err := c.Send([]Datagram{{Data: pack(wire.Recipients{})}}); err != nil {
+	if err := c.Send([]Datagram{{Data: addressedRequest(t, 1, wire.Recipients{})}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -525,18 +456,7 @@ func testOverflowStatsRace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	codec, err := wire.NewCodec(wire.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pack := func(to wire.Recipients) []byte {
-		d, err := codec.Pack(wire.Header{Group: 1, From: 3, For: to}, []wire.Message{&wire.Request{Req: 1, Resource: "r"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d[0]
-	}
-	elsewhere, all := pack(wire.RecipientsOf(9)), pack(wire.Recipients{})
+	elsewhere, all := addressedRequest(t, 1, wire.RecipientsOf(9)), addressedRequest(t, 1, wire.Recipients{})
 	before := rcvbufErrors(t)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -610,16 +530,9 @@ func TestUDPStatsAfterCloseReadNoOtherMap(t *testing.T) {
 	if err := b.FilterFor(5); err != nil {
 		t.Fatal(err)
 	}
-	codec, err := wire.NewCodec(wire.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := codec.Pack(wire.Header{Group: 1, From: 3, For: wire.RecipientsOf(9)}, []wire.Message{&wire.Request{Req: 1, Resource: "r"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := addressedRequest(t, 1, wire.RecipientsOf(9))
 	for range 100 {
-		if err := c.Send([]Datagram{{Data: d[0]}}); err != nil {
+		if err := c.Send([]Datagram{{Data: d}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -647,18 +560,7 @@ func TestUDPStatsAfterCloseKeepFilterCounts(t *testing.T) {
 	if a.ebpf == nil {
 		t.Skip("no eBPF filter")
 	}
-	codec, err := wire.NewCodec(wire.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pack := func(to wire.Recipients) []byte {
-		d, err := codec.Pack(wire.Header{Group: 1, From: 3, For: to}, []wire.Message{&wire.Request{Req: 1, Resource: "r"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d[0]
-	}
-	elsewhere, all := pack(wire.RecipientsOf(9)), pack(wire.Recipients{})
+	elsewhere, all := addressedRequest(t, 1, wire.RecipientsOf(9)), addressedRequest(t, 1, wire.Recipients{})
 	for range 100 {
 		if err := c.Send([]Datagram{{Data: elsewhere}}); err != nil {
 			t.Fatal(err)
