@@ -343,6 +343,65 @@ func TestRemovedNodeThatMissedItsRemovalLearnsIt(t *testing.T) {
 	checkClean(t, s)
 }
 
+// A node that learned its removal rejoins under a new ID, at the same
+// address. A request for decisions it sent under its old ID, delayed in
+// the network, reaches a member after the group admitted the new one; the
+// member answers that the old ID is no member. That answer is for the old
+// ID only: the new member must not take it for its own removal (a chaos run
+// of five daemons lost a live member this way, and with two others being
+// restarted, the majority of its view: the group stopped for good).
+func TestLateNotMemberForAnOldIDSparesTheNewMember(t *testing.T) {
+	s := newGroup(t, 4, 359, func(c *arbiter.Config) { c.LogWindow = 64 })
+	_, _, others := roles(t, s)
+	victim, asked := others[0], others[1]
+	var oldNak *simtest.Datagram
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		if d.From == victim.Index && d.To == asked.Index && d.Has(wire.KindNak) {
+			oldNak = d
+		}
+		return false
+	}
+	for _, h := range s.Hosts {
+		if h != victim {
+			s.Cut(victim.Index, h.Index)
+			s.Cut(h.Index, victim.Index)
+		}
+	}
+	waitView(t, s, 3000, "the group removed the victim", 3)
+	busy(t, s, 2) // the window moves on
+	s.Heal()
+	waitUntil(t, s, 1000, "the victim learns it was removed", func() bool { return hasEvent(victim, arbiter.EventRemoved) })
+	if oldNak == nil {
+		t.Fatal("the victim sent the member no request for decisions")
+	}
+	oldID := victim.Node.ID()
+	s.Opt.Drop = nil
+	s.Start(victim.Index, false) // the runtime rejoins at the same address
+	waitUntil(t, s, 1000, "the victim rejoins", victim.Node.Joined)
+	busy(t, s, 1)
+	// The member tells an address it is no member at most once per
+	// RetryTicks: let the answer to the old ID's last request age.
+	s.RunTicks(arbiter.DefaultConfig().RetryTicks + 1)
+	if victim.Node.ID() == oldID {
+		t.Fatalf("the victim rejoined under its old ID %d", oldID)
+	}
+	answered := 0
+	s.Opt.Delivered = func(d *simtest.Datagram) {
+		if d.From == asked.Index && d.To == victim.Index && d.Has(wire.KindNotMember) {
+			answered++
+		}
+	}
+	s.Replay(oldNak, 1)
+	s.RunTicks(50)
+	if answered == 0 {
+		t.Fatal("the member did not answer the old ID's request (the test proves nothing)")
+	}
+	if victim.Node.Stopped() || hasEvent(victim, arbiter.EventRemoved) {
+		t.Fatalf("the new member (ID %d) took the answer to its old ID %d for its own removal: events %v", victim.Node.ID(), oldID, victim.Events)
+	}
+	checkClean(t, s)
+}
+
 // Every member but the server refuses the decision at its T (here a grant
 // the state would decide otherwise, in the server's name and from its
 // address, as a bug in the server would make it), and the server dies at

@@ -741,7 +741,11 @@ func (n *Node) notMember(src string, h wire.Header) {
 		return
 	}
 	n.xfer.told[src] = n.now
-	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.NotMember{}})
+	// The answer names the ID it answers: the node at src may have rejoined
+	// under a new ID since it asked (a request delayed in the network, or
+	// one sent just before it learned its removal), and the new member must
+	// not take it for its own removal.
+	n.out = append(n.out, Outbound{Addr: src, Msg: &wire.NotMember{}, For: wire.RecipientsOf(h.From)})
 }
 
 // onNotMember handles a member's word that its log does not list this node.
@@ -752,9 +756,11 @@ func (n *Node) notMember(src string, h wire.Header) {
 // sender has promised does not matter: this node may have promised one
 // whose claim failed, and so refuse everything of the epoch the group went
 // on in, which is how it missed its removal.) It rejoins as a new
-// incarnation.
+// incarnation. An answer that names another ID (its header's For) was for
+// the ID this node had before it last rejoined, and says nothing of this
+// one; an older peer names none, and is believed as before.
 func (n *Node) onNotMember(h wire.Header, from *member) {
-	if n.st == nil || from == nil || h.LogEpoch < n.st.epoch || after(n.st.epoch, n.st.t, h.LogEpoch, h.T) {
+	if n.st == nil || from == nil || h.LogEpoch < n.st.epoch || after(n.st.epoch, n.st.t, h.LogEpoch, h.T) || !h.For.Includes(n.id) {
 		return
 	}
 	if n.leave != nil {
