@@ -116,7 +116,7 @@ type Outbound struct {
 	To   wire.NodeID
 	Addr string
 	Msg  wire.Message
-	For  wire.Recipients // a multicast: the members it is for (the header's For)
+	For  wire.Recipients // the members it is for (the header's For); sent directly, a NotMember names the ID it answers
 }
 
 // Ready is what the machine has produced since the last Advance: messages to

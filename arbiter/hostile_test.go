@@ -402,6 +402,97 @@ func TestLateNotMemberForAnOldIDSparesTheNewMember(t *testing.T) {
 	checkClean(t, s)
 }
 
+// A state a member sent to a node's old ID (it lists the old incarnation,
+// not the new one), delayed in the network, reaches the node after it has
+// rejoined under a new ID at the same address, at a moment its own state is
+// suspect (so it takes a state older than its log). That state was made
+// before the new ID was given, and says nothing of it: the new member must
+// not take it for its removal.
+func TestLateStateForAnOldIDSparesTheNewMember(t *testing.T) {
+	s := newGroup(t, 4, 359, func(c *arbiter.Config) { c.LogWindow = 64 })
+	_, _, others := roles(t, s)
+	victim := others[0]
+	var old []*simtest.Datagram
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		if d.To == victim.Index && !d.Multicast && d.Has(wire.KindStateChunk) {
+			old = append(old, d)
+		}
+		return false
+	}
+	arbiter.CorruptStateForTest(victim.Node)
+	waitUntil(t, s, 300, "the old incarnation's state repaired by a transfer", func() bool {
+		return victim.Node.Stats().Snapshots > 0 && len(old) > 0
+	})
+	s.Opt.Drop = nil
+	oldID := victim.Node.ID()
+	waitUntil(t, s, 300, "the victim is neither server nor backup", func() bool {
+		srv := server(s)
+		return srv != nil && srv != victim && srv.Node.Backup() != oldID
+	})
+	if err := victim.Node.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, s, 1000, "the victim left", victim.Node.Stopped)
+	waitView(t, s, 3000, "the group recorded the leave", 3)
+	s.Start(victim.Index, false) // a new incarnation at the same address
+	waitUntil(t, s, 1000, "the victim rejoins", victim.Node.Joined)
+	busy(t, s, 1)
+	if victim.Node.ID() == oldID {
+		t.Fatalf("the victim rejoined under its old ID %d", oldID)
+	}
+	// The new member's state turns suspect, and its own requests for a
+	// state are lost, so the old one is the first to come.
+	s.Opt.Drop = func(d *simtest.Datagram) bool { return d.From == victim.Index && d.Has(wire.KindStateRequest) }
+	arbiter.CorruptStateForTest(victim.Node)
+	waitUntil(t, s, 300, "the new member finds its state suspect", func() bool { return victim.Node.Stats().Divergence > 0 })
+	for _, d := range old {
+		s.Replay(d, 1)
+	}
+	s.RunTicks(20)
+	if victim.Node.Stopped() || hasEvent(victim, arbiter.EventRemoved) {
+		t.Fatalf("the new member (ID %d) took a state sent to its old ID %d for its removal: events %v", victim.Node.ID(), oldID, victim.Events)
+	}
+}
+
+// A request for decisions under a member's ID from the member's own address
+// but another incarnation comes from one that the member replaced (or from
+// a forger): it is not answered, for the answer would reach the member and
+// tell it that it is none. Under an ID the view no longer lists, the
+// answer goes out and names that ID.
+func TestNotMemberSparesTheIDsIncarnationAtThatAddress(t *testing.T) {
+	s := newGroup(t, 4, 361, nil)
+	_, _, others := roles(t, s)
+	member, asked := others[0], others[1]
+	notMembers := func() []arbiter.Outbound {
+		var out []arbiter.Outbound
+		for _, o := range asked.Node.Ready().Messages {
+			if o.Msg.Kind() == wire.KindNotMember {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	s.Flush(asked)
+	h := memberHeader(member)
+	h.Inc ^= 0xbad
+	if err := asked.Node.Step(member.Addr, h, &wire.Nak{From: 1, Count: 1}); err != nil && !errors.Is(err, arbiter.ErrNotMember) {
+		t.Fatalf("a request under the member's ID from another incarnation: %v", err)
+	}
+	if out := notMembers(); len(out) != 0 {
+		t.Fatalf("the member at that address was told it is none: %v", out)
+	}
+	s.Flush(asked)
+	// The same request from another address: a node that holds the ID on
+	// a branch the group did not take, or a forger; it is told.
+	if err := asked.Node.Step(rogue, h, &wire.Nak{From: 1, Count: 1}); err != nil && !errors.Is(err, arbiter.ErrNotMember) {
+		t.Fatalf("from another address: %v", err)
+	}
+	out := notMembers()
+	if len(out) != 1 || out[0].Addr != rogue || out[0].For != wire.RecipientsOf(member.Node.ID()) {
+		t.Fatalf("the answer to another address: %v, want one NotMember to %s for ID %d", out, rogue, member.Node.ID())
+	}
+}
+
 // Every member but the server refuses the decision at its T (here a grant
 // the state would decide otherwise, in the server's name and from its
 // address, as a bug in the server would make it), and the server dies at

@@ -724,6 +724,12 @@ func (n *Node) onNak(src string, h wire.Header, from *member, m *wire.Nak) {
 	n.retransmit(src, h.LogEpoch, m.From, int(min(m.Count, 64)))
 }
 
+// toldKey is an address and the ID a NotMember sent there answered.
+type toldKey struct {
+	addr string
+	id   wire.NodeID
+}
+
 // notMember answers a request for decisions or state from a node that is
 // no member of this node's view: a node that claims an ID this log has
 // assigned (and so has removed, or given another incarnation or address) is
@@ -734,13 +740,24 @@ func (n *Node) notMember(src string, h wire.Header) {
 	if h.From == 0 || h.From >= n.st.nextID || n.st.epoch != n.promised {
 		return
 	}
-	if n.xfer.told == nil || len(n.xfer.told) > 256 {
-		n.xfer.told = map[string]uint64{}
-	}
-	if at, ok := n.xfer.told[src]; ok && n.now-at < uint64(n.cfg.RetryTicks) {
+	if m := n.st.member(h.From); m != nil && m.addr == src {
+		// The view gives that ID to another incarnation at this very
+		// address, which can only have replaced the asker (an ID given on
+		// a branch the group did not take is given again): the asker is
+		// gone, or forged, and the member there must not hear that it is
+		// none.
 		return
 	}
-	n.xfer.told[src] = n.now
+	if n.xfer.told == nil || len(n.xfer.told) > 256 {
+		n.xfer.told = map[toldKey]uint64{}
+	}
+	// Per address and ID: the answer to an old ID's late request must not
+	// hold back the answer to the ID now at that address.
+	key := toldKey{src, h.From}
+	if at, ok := n.xfer.told[key]; ok && n.now-at < uint64(n.cfg.RetryTicks) {
+		return
+	}
+	n.xfer.told[key] = n.now
 	// The answer names the ID it answers: the node at src may have rejoined
 	// under a new ID since it asked (a request delayed in the network, or
 	// one sent just before it learned its removal), and the new member must
@@ -819,8 +836,8 @@ type transfer struct {
 	// large state arrives under loss, and what one sender sends (a forger's
 	// chunks of a state that never completes) holds up no other's.
 	assembling []*assembly
-	sent       map[string]uint64 // destination → tick of last snapshot sent
-	told       map[string]uint64 // destination → tick of last NotMember sent
+	sent       map[string]uint64  // destination → tick of last snapshot sent
+	told       map[toldKey]uint64 // destination → tick of last NotMember sent
 }
 
 // assembly is one state being reassembled: its T, the sender's log epoch
@@ -1005,7 +1022,10 @@ func (n *Node) install(snap *wire.Snapshot) {
 		}
 	}
 	if me == nil {
-		if n.st != nil && n.id != 0 {
+		// Only a state made after this node's ID was given can say the
+		// group removed it: an older one (sent to the ID this node had
+		// before it last rejoined, and delayed) says nothing of it.
+		if n.st != nil && n.id != 0 && snap.NextID > n.id {
 			n.finish(EventRemoved, "the group's state no longer lists this node")
 		}
 		return // a newcomer: this state predates our admission

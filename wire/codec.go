@@ -73,7 +73,8 @@ type Header struct {
 	LogEpoch uint64 // the epoch of the last decision the sender applied
 	// For names the members a multicast datagram is for; the zero value
 	// is every member. The others have no use for it and may drop it
-	// unread (see Recipients).
+	// unread (see Recipients). A NotMember, sent directly, names in it the
+	// ID it answers.
 	For Recipients
 }
 

@@ -380,7 +380,9 @@ type StateChunk struct {
 // and incarnation. A node whose own log is not ahead of the sender's then
 // knows the group removed it, or recorded it as gone, and rejoins as a new
 // incarnation. It is sent instead of the state, which only members and
-// admitted newcomers are given.
+// admitted newcomers are given. Its header's For names the ID it answers:
+// a node that has rejoined under a new ID since it asked ignores it (older
+// peers name none, and are believed).
 type NotMember struct {
 	_struct struct{} `codec:",toarray"`
 }
