@@ -5,7 +5,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build demo test vet fuzz sweep bench bench-go clean
+.PHONY: all build demo test vet fuzz sweep chaos bench bench-go clean
 
 all: build
 
@@ -50,6 +50,13 @@ bench-go:
 sweep:
 	MCNODE_SIM_SEEDS=20000 $(GO) test ./internal/simtest -run TestPropertySeeded -timeout 60m -v
 	MCNODE_QSIM_SEEDS=20000 $(GO) test ./quorumfallback/protocols -run TestPropertySeeded -timeout 60m -v
+
+# A randomized soak of five daemons on a LAN of network namespaces: kill -9,
+# SIGSTOP and network splits aimed at the server and the holders, checking
+# mutual exclusion, progress and rejoins (as root; not part of `make test`).
+# CHAOS sets its length, SEED replays one run's draws.
+chaos:
+	MCNODE_CHAOS=$(or $(CHAOS),20m) MCNODE_CHAOS_SEED=$(SEED) $(GO) test ./cmd/mcnode -run '^TestE2EChaosSoak$$' -v -count=1 -timeout 0
 
 clean:
 	rm -rf bin
