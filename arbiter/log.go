@@ -1252,7 +1252,7 @@ func (n *Node) pingedByStranger(h wire.Header) {
 			n.stranded = true
 			n.emit(Event{Kind: EventStranded, Node: h.From, Reason: fmt.Sprintf("the server, node %d, is none this node knows, and no server it knows renewed its lease: "+
 				"the group may have gone on without it (its log ends at T=%d, epoch %d; the server's at T=%d, epoch %d); "+
-				"restart this node to rejoin (with a group key it rejoins by itself)", h.From, st.t, st.epoch, h.T, h.LogEpoch)})
+				"it goes on once a member it knows answers it (catching its log up, or telling it the group removed it); if that does not come, restart it to rejoin (with a group key it rejoins by itself)", h.From, st.t, st.epoch, h.T, h.LogEpoch)})
 		}
 		return
 	}
