@@ -330,6 +330,15 @@ func TestRemovedNodeThatMissedItsRemovalLearnsIt(t *testing.T) {
 	_, _, others := roles(t, s)
 	victim := others[0]
 	s.Partition([]int{victim.Index}, nil)
+	cutUntilRemoved(t, s, victim)
+	checkClean(t, s)
+}
+
+// cutUntilRemoved cuts the victim (of a group of four) off until the group
+// removes it and its log window moves on, heals the network, and waits
+// until the victim learns that it was removed.
+func cutUntilRemoved(t *testing.T, s *simtest.Sim, victim *simtest.Host) {
+	t.Helper()
 	for _, h := range s.Hosts {
 		if h != victim {
 			s.Cut(victim.Index, h.Index)
@@ -340,7 +349,6 @@ func TestRemovedNodeThatMissedItsRemovalLearnsIt(t *testing.T) {
 	busy(t, s, 2) // the window moves on
 	s.Heal()
 	waitUntil(t, s, 1000, "the victim learns it was removed", func() bool { return hasEvent(victim, arbiter.EventRemoved) })
-	checkClean(t, s)
 }
 
 // A node that learned its removal rejoins under a new ID, at the same
@@ -361,16 +369,7 @@ func TestLateNotMemberForAnOldIDSparesTheNewMember(t *testing.T) {
 		}
 		return false
 	}
-	for _, h := range s.Hosts {
-		if h != victim {
-			s.Cut(victim.Index, h.Index)
-			s.Cut(h.Index, victim.Index)
-		}
-	}
-	waitView(t, s, 3000, "the group removed the victim", 3)
-	busy(t, s, 2) // the window moves on
-	s.Heal()
-	waitUntil(t, s, 1000, "the victim learns it was removed", func() bool { return hasEvent(victim, arbiter.EventRemoved) })
+	cutUntilRemoved(t, s, victim)
 	if oldNak == nil {
 		t.Fatal("the victim sent the member no request for decisions")
 	}

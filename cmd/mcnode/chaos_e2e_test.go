@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -83,13 +81,15 @@ func TestE2EChaosSoak(t *testing.T) {
 
 	x := &chaos{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		down: map[int]bool{}, stopped: map[int]bool{}, recovering: map[int]time.Time{}, rejoinLate: map[int]bool{},
-		orphans: map[int]int{}, counts: map[string]int{}, errorLines: map[string]int{}, otherStop: make(chan struct{}),
+		orphans: map[int]int{}, counts: map[string]int{}, errorLines: map[string]int{},
 		reported: map[int64]bool{}}
 	x.c = &cluster{t: t, lan: netns.NewLAN(t, chaosHosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, chaosHosts)}
 	x.otherDir = filepath.Join(x.c.dir, "other")
 	if err := os.Mkdir(x.otherDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Critical sections of 5 to 150 work lines: some outlast a lease.
+	x.other = newLockLoop(x.c, "other", x.otherDir, func() int { return 5 + rand.IntN(146) })
 	x.start = time.Now()
 	t.Cleanup(x.cleanup) // before the LAN and the directory are removed
 	for i := range chaosHosts {
@@ -142,22 +142,18 @@ type chaosPending struct {
 // chaos is the soak's state; only the test's goroutine touches it, except
 // where a field says otherwise.
 type chaos struct {
-	t         *testing.T
-	c         *cluster
-	seed      uint64
-	rng       *rand.Rand
-	start     time.Time
-	daemons   [chaosHosts]*chaosDaemon
-	incs      [chaosHosts]int
-	shared    *lockLoop
-	halted    bool
-	otherDir  string
-	otherOn   [chaosHosts]bool          // the host should run the "other" loop
-	other     [chaosHosts]chan struct{} // its quit channel while it runs
-	otherWG   sync.WaitGroup
-	otherMu   sync.Mutex
-	otherBad  []string // clients of the "other" loop that never ended (under otherMu)
-	otherStop chan struct{}
+	t        *testing.T
+	c        *cluster
+	seed     uint64
+	rng      *rand.Rand
+	start    time.Time
+	daemons  [chaosHosts]*chaosDaemon
+	incs     [chaosHosts]int
+	shared   *lockLoop
+	halted   bool
+	otherDir string
+	otherOn  [chaosHosts]bool // the host should run the "other" loop
+	other    *lockLoop        // the loops on lock "other"
 
 	down, stopped map[int]bool
 	minority      []int             // the cut-off side of the current split
@@ -244,71 +240,15 @@ func (x *chaos) signal(i int, s syscall.Signal) {
 // a host whose daemon is dead would lock by joining the group itself.
 func (x *chaos) loopsOff(i int) {
 	x.shared.quiet(i)
-	if x.other[i] != nil {
-		close(x.other[i])
-		x.other[i] = nil
-	}
+	x.other.quiet(i)
 }
 
 // loopsOn starts host i's lock loops again, if stopped.
 func (x *chaos) loopsOn(i int) {
-	x.shared.mu.Lock()
-	select {
-	case <-x.shared.hosts[i]:
-		x.shared.start(i)
-	default:
+	x.shared.ensure(i)
+	if x.otherOn[i] {
+		x.other.ensure(i)
 	}
-	x.shared.mu.Unlock()
-	if x.otherOn[i] && x.other[i] == nil {
-		x.startOther(i)
-	}
-}
-
-// startOther runs host i's loop on the lock "other": the shared lock loop's
-// critical section, 5 to 150 work lines long, in its own log.
-func (x *chaos) startOther(i int) {
-	quit := make(chan struct{})
-	x.other[i] = quit
-	r := rand.New(rand.NewPCG(x.rng.Uint64(), uint64(i)))
-	x.otherWG.Add(1)
-	go func() {
-		defer x.otherWG.Done()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-x.otherStop:
-				return
-			default:
-			}
-			work := 5 + r.IntN(146)
-			cmd := x.c.mcnode(i, "lock", "--timeout", "30s", "other", "--", "sh", "-c", critical, "sh", x.otherDir, strconv.Itoa(i), strconv.Itoa(work))
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			cmd.WaitDelay = 5 * time.Second
-			if err := cmd.Start(); err != nil {
-				x.shared.fail("other, host %d: %v", i, err)
-				return
-			}
-			stuck := time.AfterFunc(lockLoopLimit, func() { _ = cmd.Process.Kill() })
-			err := cmd.Wait()
-			if !stuck.Stop() {
-				x.otherMu.Lock()
-				x.otherBad = append(x.otherBad, fmt.Sprintf("other, host %d: mcnode lock --timeout 30s still ran after %v (killed): %s", i, lockLoopLimit, out.Bytes()))
-				x.otherMu.Unlock()
-				continue
-			}
-			var ee *exec.ExitError
-			switch {
-			case err == nil:
-			case errors.As(err, &ee) && (ee.ExitCode() == exitLost || ee.ExitCode() == exitNotAcquired):
-				time.Sleep(50 * time.Millisecond)
-			default:
-				x.shared.fail("other, host %d: %v: %s", i, err, out.Bytes())
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
-	}()
 }
 
 // impaired lists the hosts down, stopped, cut off or not yet back.
@@ -675,10 +615,7 @@ func (x *chaos) toggleOther() {
 	if slices.Contains(x.otherOn[:], true) {
 		for i := range chaosHosts {
 			x.otherOn[i] = false
-			if x.other[i] != nil {
-				close(x.other[i])
-				x.other[i] = nil
-			}
+			x.other.quiet(i)
 		}
 		x.note("note", "the loops on lock \"other\" stop")
 		return
@@ -688,7 +625,7 @@ func (x *chaos) toggleOther() {
 	for _, i := range hosts {
 		x.otherOn[i] = true
 		if !slices.Contains(x.impaired(), i) {
-			x.startOther(i)
+			x.other.ensure(i)
 		}
 	}
 	x.note("note", "loops on lock \"other\" start on hosts %v", hosts)
@@ -755,7 +692,7 @@ func (x *chaos) check() bool {
 	ok := x.t.Run(fmt.Sprintf("check-at-%ds", int(x.since().Seconds())), func(t *testing.T) {
 		secs = x.shared.sections(t)
 		if _, err := os.Stat(filepath.Join(x.otherDir, "log")); err == nil {
-			secs = append(secs, (&lockLoop{log: filepath.Join(x.otherDir, "log")}).sections(t)...)
+			secs = append(secs, x.other.sections(t)...)
 		}
 	})
 	if !ok {
@@ -968,15 +905,7 @@ func (x *chaos) finish() {
 	}
 	at := time.Now()
 	waitSectionsAfter(t, x.shared, []int{0, 1, 2, 3, 4}, at, 60*time.Second, "after the soak")
-	close(x.otherStop)
-	x.otherWG.Wait()
-	x.halted = true
-	x.shared.halt(t)
-	x.otherMu.Lock()
-	for _, e := range x.otherBad {
-		t.Error(e)
-	}
-	x.otherMu.Unlock()
+	x.halt()
 	if !x.check() {
 		return
 	}
@@ -994,7 +923,7 @@ func (x *chaos) summary(shared []section) {
 	t := x.t
 	var other []section
 	if _, err := os.Stat(filepath.Join(x.otherDir, "log")); err == nil {
-		other = (&lockLoop{log: filepath.Join(x.otherDir, "log")}).sections(t)
+		other = x.other.sections(t)
 	}
 	per := make([]int, chaosHosts)
 	for _, s := range shared {
@@ -1028,6 +957,17 @@ func (x *chaos) summary(shared []section) {
 	}
 }
 
+// halt stops both lock loops, once, and reports their clients that never
+// ended.
+func (x *chaos) halt() {
+	if x.halted || x.shared == nil {
+		return
+	}
+	x.halted = true
+	x.other.halt(x.t)
+	x.shared.halt(x.t)
+}
+
 // cleanup stops everything the soak started, before the LAN and the
 // directory go; on a failure (or with MCNODE_CHAOS_KEEP) it keeps the logs
 // and prints the seed and the fault schedule.
@@ -1043,16 +983,7 @@ func (x *chaos) cleanup() {
 			}
 		}
 	}
-	select {
-	case <-x.otherStop:
-	default:
-		close(x.otherStop)
-	}
-	x.otherWG.Wait()
-	if x.shared != nil && !x.halted {
-		x.halted = true
-		x.shared.halt(t)
-	}
+	x.halt()
 	if !t.Failed() && os.Getenv("MCNODE_CHAOS_KEEP") == "" {
 		return
 	}

@@ -33,11 +33,13 @@ import (
 // the host's own stop channel is.
 type lockLoop struct {
 	c     *cluster
+	name  string // the lock
+	dir   string // where its log is
 	log   string
 	stop  chan struct{}
 	hosts map[int]chan struct{}
 	wg    sync.WaitGroup
-	work  int // work lines per critical section
+	work  func() int // work lines of the next critical section
 	mu    sync.Mutex
 	errs  []string // failures of the kind under test, logged
 	stuck []string // clients that never ended, test failures
@@ -55,11 +57,17 @@ done
 echo "end $H $MCNODE_TOKEN $(date +%s%N)" >> "$D/log"`
 
 func startLockLoops(c *cluster, hosts []int, work int) *lockLoop {
-	l := &lockLoop{c: c, log: filepath.Join(c.dir, "log"), stop: make(chan struct{}), hosts: map[int]chan struct{}{}, work: work}
+	l := newLockLoop(c, "shared", c.dir, func() int { return work })
 	for _, i := range hosts {
 		l.start(i)
 	}
 	return l
+}
+
+// newLockLoop returns loops, none started, on the lock name whose critical
+// sections write into dir/log, each work() lines long.
+func newLockLoop(c *cluster, name, dir string, work func() int) *lockLoop {
+	return &lockLoop{c: c, name: name, dir: dir, log: filepath.Join(dir, "log"), stop: make(chan struct{}), hosts: map[int]chan struct{}{}, work: work}
 }
 
 // start runs host i's loop until stop, or the host's own quiet channel, is
@@ -78,7 +86,7 @@ func (l *lockLoop) start(i int) {
 				return
 			default:
 			}
-			cmd := l.c.mcnode(i, "lock", "--timeout", "30s", "shared", "--", "sh", "-c", critical, "sh", l.c.dir, strconv.Itoa(i), strconv.Itoa(l.work))
+			cmd := l.c.mcnode(i, "lock", "--timeout", "30s", l.name, "--", "sh", "-c", critical, "sh", l.dir, strconv.Itoa(i), strconv.Itoa(l.work()))
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			cmd.WaitDelay = 5 * time.Second // a killed client's command may hold the output open
@@ -128,11 +136,29 @@ func (l *lockLoop) fail(format string, args ...any) {
 func (l *lockLoop) quiet(i int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	select {
-	case <-l.hosts[i]:
-	default:
-		close(l.hosts[i])
+	q, ok := l.hosts[i]
+	if !ok {
+		return // never started
 	}
+	select {
+	case <-q:
+	default:
+		close(q)
+	}
+}
+
+// ensure starts host i's loop unless it runs.
+func (l *lockLoop) ensure(i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q, ok := l.hosts[i]; ok {
+		select {
+		case <-q:
+		default:
+			return // running
+		}
+	}
+	l.start(i)
 }
 
 // resume starts the loops that quiet stopped again.
