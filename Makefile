@@ -52,7 +52,8 @@ sweep:
 	MCNODE_QSIM_SEEDS=20000 $(GO) test ./quorumfallback/protocols -run TestPropertySeeded -timeout 60m -v
 
 # A randomized soak of five daemons on a LAN of network namespaces: kill -9,
-# SIGSTOP and network splits aimed at the server and the holders, checking
+# SIGSTOP, network splits and one-way or lossy links aimed at the server and
+# the holders, checking
 # mutual exclusion, progress and rejoins (as root; not part of `make test`).
 # CHAOS sets its length, SEED replays one run's draws.
 chaos:

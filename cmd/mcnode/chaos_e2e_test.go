@@ -29,9 +29,13 @@ import (
 // random fault every 2 to 8 seconds, aimed at the server or a lock holder
 // more often than not: kill -9 of a daemon (restarted 0-5 s later), of the
 // server and its backup together, SIGSTOP of a daemon (0.2-3 s, or 4-6 s:
-// past the lease), a 2|3 or 1|4 split of the network (1-8 s), kill -9 of a
-// lock client in its critical section (or of its command). A minority of
-// the hosts at most is down, stopped, cut off or still rejoining at once.
+// past the lease), a 2|3 or 1|4 split of the network (1-8 s), a host that
+// cannot hear or cannot be heard (1-8 s), a host whose link loses 10-50% of
+// what it sends and of what it receives (2-10 s), kill -9 of a lock client in
+// its critical section (or of its command). A minority of the hosts at most
+// is down, stopped, cut off, on a bad link or still rejoining at once. The
+// link faults need nft (nftables); without it the soak says so and does
+// without them.
 // While a command whose mcnode lock was killed runs on (it holds the lock,
 // flock(1)-style, and nothing stops it if the lease is lost: mcnode lock's
 // watchdog died), no daemon fault is aimed at its host.
@@ -80,7 +84,8 @@ func TestE2EChaosSoak(t *testing.T) {
 	}
 
 	x := &chaos{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		down: map[int]bool{}, stopped: map[int]bool{}, recovering: map[int]time.Time{}, rejoinLate: map[int]bool{},
+		down: map[int]bool{}, stopped: map[int]bool{}, links: map[int]netns.Impairment{},
+		recovering: map[int]time.Time{}, rejoinLate: map[int]bool{},
 		orphans: map[int]int{}, counts: map[string]int{}, errorLines: map[string]int{},
 		reported: map[int64]bool{}}
 	x.c = &cluster{t: t, lan: netns.NewLAN(t, chaosHosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, chaosHosts)}
@@ -92,6 +97,11 @@ func TestE2EChaosSoak(t *testing.T) {
 	x.other = newLockLoop(x.c, "other", x.otherDir, func() int { return 5 + rand.IntN(146) })
 	x.start = time.Now()
 	t.Cleanup(x.cleanup) // before the LAN and the directory are removed
+	if err := netns.ImpairUnavailable(); err != nil {
+		x.note("note", "no link faults in this soak: %v", err)
+	} else {
+		x.linkFaults = true
+	}
 	for i := range chaosHosts {
 		x.startDaemon(i)
 		if i == 0 {
@@ -156,8 +166,10 @@ type chaos struct {
 	other    *lockLoop        // the loops on lock "other"
 
 	down, stopped map[int]bool
-	minority      []int             // the cut-off side of the current split
-	recovering    map[int]time.Time // back from a fault, not yet seen in the group again: since when
+	minority      []int                    // the cut-off side of the current split
+	links         map[int]netns.Impairment // hosts whose link is one-way or lossy now
+	linkFaults    bool                     // nft is there to impair links
+	recovering    map[int]time.Time        // back from a fault, not yet seen in the group again: since when
 	rejoinLate    map[int]bool
 	orphans       map[int]int // pid of a command whose mcnode lock was killed: its host
 	pending       []chaosPending
@@ -251,15 +263,23 @@ func (x *chaos) loopsOn(i int) {
 	}
 }
 
-// impaired lists the hosts down, stopped, cut off or not yet back.
+// impaired lists the hosts down, stopped, cut off, on a bad link or not yet
+// back.
 func (x *chaos) impaired() []int {
 	var out []int
 	for i := range chaosHosts {
-		if x.down[i] || x.stopped[i] || slices.Contains(x.minority, i) || !x.recovering[i].IsZero() {
+		if x.faulted(i) || !x.recovering[i].IsZero() {
 			out = append(out, i)
 		}
 	}
 	return out
+}
+
+// faulted reports whether a fault is on host i now: its daemon down or
+// stopped, the host cut off or on a bad link.
+func (x *chaos) faulted(i int) bool {
+	_, link := x.links[i]
+	return x.down[i] || x.stopped[i] || slices.Contains(x.minority, i) || link
 }
 
 func (x *chaos) healthy() []int {
@@ -365,8 +385,12 @@ func (x *chaos) fault() {
 			}
 		}
 	}
-	switch k := x.rng.IntN(100); {
-	case k < 25: // kill -9, restart 0-5 s later
+	k := x.rng.IntN(100)
+	if !x.linkFaults && k >= 60 && k < 78 {
+		k = 99 // the link faults' share goes to the lock clients
+	}
+	switch {
+	case k < 20: // kill -9, restart 0-5 s later
 		if !ok(target) {
 			x.killClient(holders)
 			return
@@ -379,7 +403,7 @@ func (x *chaos) fault() {
 		x.note("fault", "kill -9 of host %d's daemon (%s; server %d, backup %d, holders %v), restart in %v", target, aim, server, backup, holders, d.Round(time.Millisecond))
 		i := target
 		x.after(d, "restart", func() { x.restart(i) })
-	case k < 50: // SIGSTOP, SIGCONT later
+	case k < 40: // SIGSTOP, SIGCONT later
 		if !ok(target) {
 			x.killClient(holders)
 			return
@@ -400,7 +424,7 @@ func (x *chaos) fault() {
 			x.undone()
 			x.note("undo", "SIGCONT of host %d's daemon", i)
 		})
-	case k < 75: // a split, healed later
+	case k < 60: // a split, healed later
 		if x.minority != nil {
 			x.killClient(holders)
 			return
@@ -454,7 +478,39 @@ func (x *chaos) fault() {
 			x.undone()
 			x.note("undo", "heal")
 		})
-	case k < 85: // the server and its backup together
+	case k < 78: // a one-way or lossy link, repaired later
+		if !ok(target) {
+			x.killClient(holders)
+			return
+		}
+		var imp netns.Impairment
+		var what string
+		d := x.dur(time.Second, 8*time.Second)
+		switch x.rng.IntN(3) {
+		case 0:
+			imp, what = netns.Impairment{In: 100}, "hears nothing"
+		case 1:
+			imp, what = netns.Impairment{Out: 100}, "is heard by nobody"
+		default:
+			imp = netns.Impairment{In: 10 + x.rng.IntN(41), Out: 10 + x.rng.IntN(41)}
+			what = fmt.Sprintf("loses %d%% of what it receives and %d%% of what it sends", imp.In, imp.Out)
+			d = x.dur(2*time.Second, 10*time.Second)
+		}
+		x.c.lan.Impair(x.t, target, imp)
+		x.links[target] = imp
+		x.counts[map[bool]string{true: "one-way link", false: "lossy link"}[imp.In == 100 || imp.Out == 100]]++
+		x.note("fault", "host %d (%s; server %d, backup %d, holders %v) %s for %v", target, aim, server, backup, holders, what, d.Round(time.Millisecond))
+		i := target
+		x.after(d, "repair", func() {
+			x.c.lan.Impair(x.t, i, netns.Impairment{})
+			delete(x.links, i)
+			if !x.down[i] {
+				x.back(i)
+			}
+			x.undone()
+			x.note("undo", "host %d's link repaired", i)
+		})
+	case k < 88: // the server and its backup together
 		if len(imp) > 0 || server < 0 || backup < 0 || server == backup || !ok(server) || !ok(backup) {
 			x.killClient(holders)
 			return
@@ -653,7 +709,7 @@ func (x *chaos) checkDaemons() {
 // not back within chaosRejoin.
 func (x *chaos) checkRecovering() {
 	for i, since := range x.recovering {
-		if x.down[i] || x.stopped[i] || slices.Contains(x.minority, i) {
+		if x.faulted(i) {
 			continue
 		}
 		v, err := x.c.status(i)

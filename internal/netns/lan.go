@@ -20,13 +20,15 @@ import (
 // or failed; names carry a random suffix so that runs never collide.
 //
 // Partition splits the hosts onto several bridges, and Heal puts them back
-// on one. Call both from the test's own goroutine, like t.Fatal.
+// on one; Impair makes one host's link lossy or one-way. Call them from the
+// test's own goroutine, like t.Fatal.
 type LAN struct {
-	Hosts  []Host
-	id     string   // the random suffix of every name the LAN made
-	bridge string   // the original bridge: side 0
-	extra  []string // bridges made by Partition; removed with the LAN
-	on     []string // the bridge each host's veth is attached to now
+	Hosts    []Host
+	id       string       // the random suffix of every name the LAN made
+	bridge   string       // the original bridge: side 0
+	extra    []string     // bridges made by Partition; removed with the LAN
+	on       []string     // the bridge each host's veth is attached to now
+	impaired []Impairment // what Impair does to each host now
 }
 
 // Host is one namespace on a LAN.
@@ -67,6 +69,7 @@ func NewLAN(t *testing.T, n int) *LAN {
 		noIPv6(t, veth)
 		run("link", "set", veth, "master", lan.bridge, "up")
 		lan.on = append(lan.on, lan.bridge)
+		lan.impaired = append(lan.impaired, Impairment{})
 		run("-n", h.NS, "addr", "add", h.IP+"/24", "dev", "eth0")
 		run("-n", h.NS, "link", "set", "eth0", "up")
 		run("-n", h.NS, "link", "set", "lo", "up")
@@ -122,6 +125,83 @@ func (l *LAN) Partition(t *testing.T, sides ...[]int) {
 func (l *LAN) Heal(t *testing.T) {
 	t.Helper()
 	l.Partition(t)
+}
+
+// Impairment is what Impair does to one host's link to the LAN: the share
+// of its IPv4 packets lost at random in each direction, in percent (0 to
+// 100). ARP is spared, so that a link heals as soon as the impairment ends.
+type Impairment struct {
+	// In is the share of the packets arriving from the other hosts that the
+	// host loses; at 100 it hears nothing.
+	In int
+	// Out is the share of the host's packets that each other host loses,
+	// drawn for each receiver, so a multicast may reach some and not others;
+	// at 100 nobody hears the host.
+	Out int
+}
+
+// ImpairUnavailable says why Impair cannot work here (its nft command, from
+// Debian's nftables, is missing), or returns nil.
+func ImpairUnavailable() error {
+	if _, err := exec.LookPath("nft"); err != nil {
+		return errors.New("the nft command (Debian package nftables) is not installed; .ci/run installs it")
+	}
+	return nil
+}
+
+// Impair sets host i's impairment, replacing the one it had: Impairment{}
+// ends it. Packets are dropped where they arrive, by an nftables rule on the
+// ingress of each receiving host's eth0 (in its own namespace, so it goes
+// with the namespace): an ingress drop is silent, as a lossy link is, where
+// one on the sender's output would fail its send. Partition and Impair work
+// together: a split cuts whatever Impair leaves.
+func (l *LAN) Impair(t *testing.T, i int, imp Impairment) {
+	t.Helper()
+	if i < 0 || i >= len(l.Hosts) {
+		t.Fatalf("netns: Impair: host %d; the LAN has hosts 0 to %d", i, len(l.Hosts)-1)
+	}
+	if imp.In < 0 || imp.In > 100 || imp.Out < 0 || imp.Out > 100 {
+		t.Fatalf("netns: Impair: host %d: %+v; want shares from 0 to 100", i, imp)
+	}
+	if err := ImpairUnavailable(); err != nil {
+		t.Fatalf("netns: Impair: %v", err)
+	}
+	l.impaired[i] = imp
+	for j, h := range l.Hosts {
+		cmd := h.Command("nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(l.ingressRules(j))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("netns: Impair: nft in host %d's namespace: %v: %s", j, err, out)
+		}
+	}
+}
+
+// ingressRules is the nft script that gives host j's eth0 the drops the
+// hosts' impairments call for, replacing the ones it had (a table that does
+// not exist cannot be deleted, hence the empty one made first).
+func (l *LAN) ingressRules(j int) string {
+	drop := func(match string, share int) string {
+		if share >= 100 {
+			return "\t\t" + match + " drop\n"
+		}
+		return fmt.Sprintf("\t\t%s numgen random mod 100 < %d drop\n", match, share)
+	}
+	var rules strings.Builder
+	if in := l.impaired[j].In; in > 0 {
+		rules.WriteString(drop("meta protocol ip", in))
+	}
+	for i, imp := range l.impaired {
+		if i != j && imp.Out > 0 {
+			rules.WriteString(drop("ip saddr "+l.Hosts[i].IP, imp.Out))
+		}
+	}
+	script := "table netdev mcnode\ndelete table netdev mcnode\n"
+	if rules.Len() > 0 {
+		script += "table netdev mcnode {\n\tchain lossy {\n" +
+			"\t\ttype filter hook ingress device \"" + l.Hosts[j].Interface + "\" priority 0; policy accept;\n" +
+			rules.String() + "\t}\n}\n"
+	}
+	return script
 }
 
 // plan returns the side of each of n hosts: k for a host in sides[k-1], 0

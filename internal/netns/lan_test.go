@@ -95,6 +95,105 @@ func TestLANPartition(t *testing.T) {
 	extra = slices.Clone(lan.extra)
 }
 
+// TestLANImpair checks that Impair cuts one direction of a host's link (a
+// host that cannot hear, one that cannot be heard), that it loses about the
+// share asked for, that Impairment{} restores the link, and that its rules
+// live in the hosts' namespaces only.
+func TestLANImpair(t *testing.T) {
+	if err := ImpairUnavailable(); err != nil {
+		t.Skip("skipped: " + err.Error())
+	}
+	lan := NewLAN(t, 4)
+	ping := true
+	if _, err := exec.LookPath("ping"); err != nil {
+		ping = false
+	}
+	reach := func(deaf, mute int) [][]bool {
+		w := make([][]bool, len(lan.Hosts))
+		for a := range w {
+			w[a] = make([]bool, len(lan.Hosts))
+			for b := range w[a] {
+				w[a][b] = a != b && b != deaf && a != mute
+			}
+		}
+		return w
+	}
+
+	lan.Impair(t, 1, Impairment{In: 100})
+	lan.Impair(t, 2, Impairment{Out: 100})
+	checkReachMatrix(t, lan, "host 1 deaf, host 2 mute", ping, reach(1, 2))
+	if out, err := exec.Command("nft", "list", "tables").CombinedOutput(); err != nil || strings.Contains(string(out), "mcnode") {
+		t.Errorf("the root namespace's nftables: %v: %s; want no table of the LAN's", err, out)
+	}
+
+	lan.Impair(t, 1, Impairment{})
+	checkReachMatrix(t, lan, "host 1 restored", ping, reach(-1, 2))
+	lan.Impair(t, 2, Impairment{})
+	checkReach(t, lan, "host 2 restored", ping, [][]int{{0, 1, 2, 3}})
+
+	// About half of 400 datagrams arrive: outside 120..280 is beyond ten
+	// standard deviations of a fair coin, and far from 0 or 400.
+	const sent = 400
+	lan.Impair(t, 3, Impairment{In: 50})
+	if got := countUDP(t, lan, 0, 3, sent); got < 120 || got > 280 {
+		t.Errorf("host 3 losing 50%% of what it receives got %d of %d datagrams", got, sent)
+	}
+	lan.Impair(t, 3, Impairment{Out: 50})
+	if got := countUDP(t, lan, 3, 0, sent); got < 120 || got > 280 {
+		t.Errorf("host 0 got %d of %d datagrams from host 3, which loses 50%% of what it sends", got, sent)
+	}
+	if got := countUDP(t, lan, 0, 3, sent); got != sent {
+		t.Errorf("host 3, losing only what it sends, got %d of %d datagrams", got, sent)
+	}
+	lan.Impair(t, 3, Impairment{})
+	if got := countUDP(t, lan, 3, 0, sent); got != sent {
+		t.Errorf("host 0 got %d of %d datagrams from host 3 restored", got, sent)
+	}
+}
+
+// countUDP sends n datagrams from host a to host b and returns how many
+// arrived. It reads while it sends, so that no socket buffer overflows.
+func countUDP(t *testing.T, lan *LAN, a, b, n int) int {
+	t.Helper()
+	var from, to net.PacketConn
+	for i, c := range []*net.PacketConn{&from, &to} {
+		h := lan.Hosts[[]int{a, b}[i]]
+		if err := inNS(h.NS, func() (err error) {
+			*c, err = net.ListenPacket("udp4", fmt.Sprintf("%s:%d", h.IP, probePort))
+			return err
+		}); err != nil {
+			t.Fatalf("opening a socket in %s: %v", h.NS, err)
+		}
+		defer (*c).Close()
+	}
+	got := make(chan int)
+	go func() {
+		k := 0
+		buf := make([]byte, 16)
+		for {
+			// The deadline moves on with every datagram: it ends the count
+			// once the sender is done.
+			_ = to.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if _, _, err := to.ReadFrom(buf); err != nil {
+				got <- k
+				return
+			}
+			k++
+		}
+	}()
+	dst := &net.UDPAddr{IP: net.ParseIP(lan.Hosts[b].IP), Port: probePort}
+	for k := range n {
+		if _, err := from.WriteTo([]byte("x"), dst); err != nil {
+			t.Errorf("host %d sending to host %d: %v", a, b, err)
+			break
+		}
+		if k%20 == 19 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return <-got
+}
+
 // checkBridges checks which bridge each host's veth is attached to, that
 // every bridge of the LAN is up with multicast snooping off, and that no
 // interface of the LAN in the root namespace has an address.
@@ -161,8 +260,7 @@ const (
 var probeGroup = net.IPv4(239, 77, 0, 1)
 
 // checkReach checks that two hosts reach each other exactly when they are in
-// the same group: by UDP to each other's address, by UDP to a multicast
-// group joined on eth0 and, if ping is set, by ping.
+// the same group (see checkReachMatrix).
 func checkReach(t *testing.T, lan *LAN, step string, ping bool, groups [][]int) {
 	t.Helper()
 	group := make([]int, len(lan.Hosts))
@@ -171,6 +269,21 @@ func checkReach(t *testing.T, lan *LAN, step string, ping bool, groups [][]int) 
 			group[i] = g
 		}
 	}
+	want := make([][]bool, len(lan.Hosts))
+	for a := range want {
+		want[a] = make([]bool, len(lan.Hosts))
+		for b := range want[a] {
+			want[a][b] = group[a] == group[b]
+		}
+	}
+	checkReachMatrix(t, lan, step, ping, want)
+}
+
+// checkReachMatrix checks that what host a sends reaches host b exactly when
+// want[a][b]: by UDP to b's address, by UDP to a multicast group joined on
+// eth0 and, if ping is set, by ping (answered only if both ways are open).
+func checkReachMatrix(t *testing.T, lan *LAN, step string, ping bool, want [][]bool) {
+	t.Helper()
 	var pings [][]bool
 	var wg sync.WaitGroup
 	if ping {
@@ -184,15 +297,14 @@ func checkReach(t *testing.T, lan *LAN, step string, ping bool, groups [][]int) 
 			if a == b {
 				continue
 			}
-			want := group[a] == group[b]
-			if uni[a][b] != want {
-				t.Errorf("%s: UDP from host %d to host %d arrived: %v, want %v", step, a, b, uni[a][b], want)
+			if uni[a][b] != want[a][b] {
+				t.Errorf("%s: UDP from host %d to host %d arrived: %v, want %v", step, a, b, uni[a][b], want[a][b])
 			}
-			if multi[a][b] != want {
-				t.Errorf("%s: multicast from host %d to host %d arrived: %v, want %v", step, a, b, multi[a][b], want)
+			if multi[a][b] != want[a][b] {
+				t.Errorf("%s: multicast from host %d to host %d arrived: %v, want %v", step, a, b, multi[a][b], want[a][b])
 			}
-			if pings != nil && pings[a][b] != want {
-				t.Errorf("%s: ping from host %d to host %d answered: %v, want %v", step, a, b, pings[a][b], want)
+			if both := want[a][b] && want[b][a]; pings != nil && pings[a][b] != both {
+				t.Errorf("%s: ping from host %d to host %d answered: %v, want %v", step, a, b, pings[a][b], both)
 			}
 		}
 	}
