@@ -30,12 +30,13 @@ import (
 // more often than not: kill -9 of a daemon (restarted 0-5 s later), of the
 // server and its backup together, SIGSTOP of a daemon (0.2-3 s, or 4-6 s:
 // past the lease), a 2|3 or 1|4 split of the network (1-8 s), a host that
-// cannot hear or cannot be heard (1-8 s), a host whose link loses 10-50% of
+// cannot hear or cannot be heard or whose link is down (1-8 s), a host whose
+// link loses 10-50% of
 // what it sends and of what it receives (2-10 s), kill -9 of a lock client in
 // its critical section (or of its command). A minority of the hosts at most
 // is down, stopped, cut off, on a bad link or still rejoining at once. The
-// link faults need nft (nftables); without it the soak says so and does
-// without them.
+// one-way and lossy links need nft (nftables); without it the soak says so
+// and does without them.
 // While a command whose mcnode lock was killed runs on (it holds the lock,
 // flock(1)-style, and nothing stops it if the lease is lost: mcnode lock's
 // watchdog died), no daemon fault is aimed at its host.
@@ -84,7 +85,7 @@ func TestE2EChaosSoak(t *testing.T) {
 	}
 
 	x := &chaos{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		down: map[int]bool{}, stopped: map[int]bool{}, links: map[int]netns.Impairment{},
+		down: map[int]bool{}, stopped: map[int]bool{}, links: map[int]string{},
 		recovering: map[int]time.Time{}, rejoinLate: map[int]bool{},
 		orphans: map[int]int{}, counts: map[string]int{}, errorLines: map[string]int{},
 		reported: map[int64]bool{}}
@@ -98,7 +99,7 @@ func TestE2EChaosSoak(t *testing.T) {
 	x.start = time.Now()
 	t.Cleanup(x.cleanup) // before the LAN and the directory are removed
 	if err := netns.ImpairUnavailable(); err != nil {
-		x.note("note", "no link faults in this soak: %v", err)
+		x.note("note", "no one-way or lossy links in this soak: %v", err)
 	} else {
 		x.linkFaults = true
 	}
@@ -166,10 +167,10 @@ type chaos struct {
 	other    *lockLoop        // the loops on lock "other"
 
 	down, stopped map[int]bool
-	minority      []int                    // the cut-off side of the current split
-	links         map[int]netns.Impairment // hosts whose link is one-way or lossy now
-	linkFaults    bool                     // nft is there to impair links
-	recovering    map[int]time.Time        // back from a fault, not yet seen in the group again: since when
+	minority      []int             // the cut-off side of the current split
+	links         map[int]string    // hosts whose link is down, one-way or lossy now: how
+	linkFaults    bool              // nft is there to make links one-way or lossy
+	recovering    map[int]time.Time // back from a fault, not yet seen in the group again: since when
 	rejoinLate    map[int]bool
 	orphans       map[int]int // pid of a command whose mcnode lock was killed: its host
 	pending       []chaosPending
@@ -385,11 +386,7 @@ func (x *chaos) fault() {
 			}
 		}
 	}
-	k := x.rng.IntN(100)
-	if !x.linkFaults && k >= 60 && k < 78 {
-		k = 99 // the link faults' share goes to the lock clients
-	}
-	switch {
+	switch k := x.rng.IntN(100); {
 	case k < 20: // kill -9, restart 0-5 s later
 		if !ok(target) {
 			x.killClient(holders)
@@ -483,26 +480,39 @@ func (x *chaos) fault() {
 			x.killClient(holders)
 			return
 		}
-		var imp netns.Impairment
-		var what string
+		i := target
 		d := x.dur(time.Second, 8*time.Second)
-		switch x.rng.IntN(3) {
+		var what string
+		repair := func() { x.c.lan.Impair(x.t, i, netns.Impairment{}) }
+		v := x.rng.IntN(4)
+		if !x.linkFaults {
+			v = 2 // the one link fault that needs no nft
+		}
+		switch v {
 		case 0:
-			imp, what = netns.Impairment{In: 100}, "hears nothing"
+			x.c.lan.Impair(x.t, i, netns.Impairment{In: 100})
+			what = "hears nothing"
+			x.counts["one-way link"]++
 		case 1:
-			imp, what = netns.Impairment{Out: 100}, "is heard by nobody"
+			x.c.lan.Impair(x.t, i, netns.Impairment{Out: 100})
+			what = "is heard by nobody"
+			x.counts["one-way link"]++
+		case 2:
+			x.c.lan.SetLink(x.t, i, false)
+			repair = func() { x.c.lan.SetLink(x.t, i, true) }
+			what = "has its link down"
+			x.counts["link down"]++
 		default:
-			imp = netns.Impairment{In: 10 + x.rng.IntN(41), Out: 10 + x.rng.IntN(41)}
+			imp := netns.Impairment{In: 10 + x.rng.IntN(41), Out: 10 + x.rng.IntN(41)}
+			x.c.lan.Impair(x.t, i, imp)
 			what = fmt.Sprintf("loses %d%% of what it receives and %d%% of what it sends", imp.In, imp.Out)
 			d = x.dur(2*time.Second, 10*time.Second)
+			x.counts["lossy link"]++
 		}
-		x.c.lan.Impair(x.t, target, imp)
-		x.links[target] = imp
-		x.counts[map[bool]string{true: "one-way link", false: "lossy link"}[imp.In == 100 || imp.Out == 100]]++
-		x.note("fault", "host %d (%s; server %d, backup %d, holders %v) %s for %v", target, aim, server, backup, holders, what, d.Round(time.Millisecond))
-		i := target
+		x.links[i] = what
+		x.note("fault", "host %d (%s; server %d, backup %d, holders %v) %s for %v", i, aim, server, backup, holders, what, d.Round(time.Millisecond))
 		x.after(d, "repair", func() {
-			x.c.lan.Impair(x.t, i, netns.Impairment{})
+			repair()
 			delete(x.links, i)
 			if !x.down[i] {
 				x.back(i)

@@ -127,6 +127,18 @@ func (l *LAN) Heal(t *testing.T) {
 	l.Partition(t)
 }
 
+// SetLink takes host i's eth0 down, as an unplugged cable would, or brings
+// it up again. Its address stays; while it is down, sends through it fail and
+// nothing arrives.
+func (l *LAN) SetLink(t *testing.T, i int, up bool) {
+	t.Helper()
+	if i < 0 || i >= len(l.Hosts) {
+		t.Fatalf("netns: SetLink: host %d; the LAN has hosts 0 to %d", i, len(l.Hosts)-1)
+	}
+	state := map[bool]string{true: "up", false: "down"}[up]
+	ipCmd(t, "-n", l.Hosts[i].NS, "link", "set", l.Hosts[i].Interface, state)
+}
+
 // Impairment is what Impair does to one host's link to the LAN: the share
 // of its IPv4 packets lost at random in each direction, in percent (0 to
 // 100). ARP is spared, so that a link heals as soon as the impairment ends.
