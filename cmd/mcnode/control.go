@@ -39,7 +39,11 @@ import (
 //
 // A client that disconnects while it waits for a lock withdraws its request;
 // one that disconnects while it holds the lock releases it. So a script
-// killed in its critical section does not keep the lock.
+// killed in its critical section does not keep the lock. Any other line on a
+// lock's connection is ignored: the command run under the lock inherits the
+// connection, and what it writes there must not release the lock under it.
+// A request line is at most maxRequestLine bytes and must come within
+// requestTimeout of connecting.
 type request struct {
 	Op   string `json:"op"`
 	Name string `json:"name,omitempty"`
@@ -127,14 +131,69 @@ func listen(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// serveControl answers local clients until the listener closes.
+const (
+	// maxRequestLine bounds a line a client sends; the longest request,
+	// key-install's, takes a few hundred bytes.
+	maxRequestLine = 64 << 10
+	// requestTimeout is how long a client has to send its request once
+	// connected: an idle connection holds a file descriptor.
+	requestTimeout = 10 * time.Second
+	// maxAcceptBackoff caps the wait between two failed accepts.
+	maxAcceptBackoff = time.Second
+)
+
+// errLineTooLong: a client sent a line over maxRequestLine bytes.
+var errLineTooLong = fmt.Errorf("request line over %d bytes", maxRequestLine)
+
+// serveControl answers local clients until the listener closes. A failed
+// accept (out of file descriptors, say) is retried after a pause that grows
+// to maxAcceptBackoff: returning would leave the daemon running with no way
+// for a client to reach it.
 func serveControl(l net.Listener, g locker, log zerolog.Logger) {
+	var backoff time.Duration
 	for {
 		conn, err := l.Accept()
 		if err != nil {
-			return
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if backoff == 0 {
+				log.Error().Err(err).Msg("control socket: accepting a client failed; retrying until it works")
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), maxAcceptBackoff)
+			time.Sleep(backoff)
+			continue
+		}
+		if backoff != 0 {
+			log.Info().Msg("control socket: accepting clients again")
+			backoff = 0
 		}
 		go handleControl(conn, g, log)
+	}
+}
+
+// readLine reads one line of at most max bytes, newline included. A longer
+// one is read to its end and thrown away, and errLineTooLong returned, so
+// that a client cannot make the daemon hold more than max bytes of it.
+func readLine(in *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := in.ReadSlice('\n')
+		if len(line)+len(part) > max {
+			line = line[:0]
+			max = -1 // too long already: discard up to the newline
+		} else if max >= 0 {
+			line = append(line, part...)
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err != nil:
+			return nil, err
+		case max < 0:
+			return nil, errLineTooLong
+		}
+		return line, nil
 	}
 }
 
@@ -143,10 +202,17 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 	in := bufio.NewReader(conn)
 	enc := json.NewEncoder(conn)
 	var req request
-	line, err := in.ReadBytes('\n')
-	if err != nil {
+	_ = conn.SetReadDeadline(time.Now().Add(requestTimeout))
+	line, err := readLine(in, maxRequestLine)
+	switch {
+	case errors.Is(err, errLineTooLong):
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_ = enc.Encode(response{Error: "bad request: " + err.Error()})
+		return
+	case err != nil:
 		return
 	}
+	_ = conn.SetReadDeadline(time.Time{})
 	if err := json.Unmarshal(line, &req); err != nil {
 		_ = enc.Encode(response{Error: "bad request: " + err.Error()})
 		return
@@ -178,13 +244,39 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req request, log zerolog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Whatever the client says next (release), or its going away, ends it.
+	// The client's release, or its going away, ends it. Nothing else does:
+	// the command under the lock holds the connection too (see
+	// runLocked), and may write to it by mistake.
 	gone := make(chan struct{})
 	go func() {
-		_, _ = in.ReadBytes('\n')
-		close(gone)
-		cancel()
+		defer func() { close(gone); cancel() }()
+		warned := false
+		for {
+			line, err := readLine(in, maxRequestLine)
+			if err != nil && !errors.Is(err, errLineTooLong) {
+				return
+			}
+			var r request
+			if err == nil && json.Unmarshal(line, &r) == nil && r.Op == "release" {
+				return
+			}
+			if !warned {
+				warned = true
+				log.Warn().Str("resource", req.Name).Msg("ignored a line on a lock's connection that is not a release (its command writing to the descriptor it inherited?)")
+			}
+		}
 	}()
+	if req.Try {
+		// --nonblock promises an answer at once. Without a majority the
+		// server cannot give one, and the request would wait for it.
+		if st, err := g.status(); err == nil && st.Mode != modeQuorum && !st.QuorumHeld {
+			_ = enc.Encode(response{Error: "no answer possible now: " + st.QuorumText})
+			return
+		}
+		var cancelTry context.CancelFunc
+		ctx, cancelTry = context.WithTimeout(ctx, tryTimeout)
+		defer cancelTry()
+	}
 	lease, err := g.acquire(ctx, req.Name, req.Try)
 	switch {
 	case errors.Is(err, mcnode.ErrLocked):
@@ -238,6 +330,11 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 	}
 }
 
+// tryTimeout bounds a --nonblock request that finds a majority but no
+// answer: the majority may be lost after it asked. It is well past a
+// takeover, after which the request is sent to the new server.
+const tryTimeout = 5 * time.Second
+
 // leaseReportInterval is how often the daemon looks for a renewed lease to
 // tell its lock clients: below the heartbeat, at which the lease is renewed.
 const leaseReportInterval = 50 * time.Millisecond
@@ -281,9 +378,11 @@ func (d *daemonClient) receive() (response, error) {
 
 func (d *daemonClient) Close() error { return d.conn.Close() }
 
-// joining is the daemon's locker until it is a member: it answers every
-// request at once with why not yet, rather than leave local clients hanging
-// on a socket nobody reads (the daemon may wait long for its group: see
+// joining is the daemon's locker until it is a member. A lock request waits
+// for the daemon to be one (the client's --timeout bounds it, as it bounds
+// the wait for the lock); every other request, and a --nonblock lock, is
+// answered at once with why not yet, rather than left hanging on a socket
+// nobody reads (the daemon may wait long for its group: see
 // daemonMembership).
 type joining struct {
 	ready atomic.Pointer[locker]
@@ -302,6 +401,9 @@ func (j *joining) get() (locker, error) {
 
 func (j *joining) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
 	g, err := j.get()
+	if err != nil && !try {
+		g, err = j.wait(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -311,6 +413,27 @@ func (j *joining) acquire(ctx context.Context, name string, try bool) (mcnode.Le
 		j.acquired(time.Since(t0))
 	}
 	return l, err
+}
+
+// joinPoll is how often a lock request that came before the daemon was a
+// member looks again.
+const joinPoll = 20 * time.Millisecond
+
+// wait waits until the daemon is a member, or ctx ends.
+func (j *joining) wait(ctx context.Context) (locker, error) {
+	t := time.NewTicker(joinPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			_, err := j.get()
+			return nil, fmt.Errorf("%w; %w", ctx.Err(), err)
+		case <-t.C:
+			if g, err := j.get(); err == nil {
+				return g, nil
+			}
+		}
+	}
 }
 
 func (j *joining) status() (*statusView, error) {

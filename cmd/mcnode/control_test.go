@@ -1,10 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/mcnode/mcnode"
 )
 
 // TestPrivateDir: the control socket's directory is trusted only where no
@@ -48,5 +58,259 @@ func TestPrivateDir(t *testing.T) {
 		if err != nil && !ok && filepath.Base(dir) != "missing" && !errors.Is(err, errUnsafeSocketDir) {
 			t.Errorf("privateDir(%s) = %v, want errUnsafeSocketDir", filepath.Base(dir), err)
 		}
+	}
+}
+
+// fakeLocker is a daemon's node for the control socket's tests: it grants
+// every lock at once, or, with noQuorum, reaches no majority (its requests
+// wait for ever, as a real node's do).
+type fakeLocker struct {
+	noQuorum bool
+	released chan string
+}
+
+type fakeLease struct {
+	name     string
+	lost     chan struct{}
+	released chan string
+	once     sync.Once
+}
+
+func (l *fakeLease) Name() string                    { return l.name }
+func (l *fakeLease) Token() uint64                   { return 7 }
+func (l *fakeLease) Lost() <-chan struct{}           { return l.lost }
+func (l *fakeLease) Err() error                      { return nil }
+func (l *fakeLease) TimeLeft() (time.Duration, bool) { return 0, false }
+func (l *fakeLease) Release() error {
+	l.once.Do(func() { l.released <- l.name })
+	return nil
+}
+
+func (f *fakeLocker) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
+	if f.noQuorum {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return &fakeLease{name: name, lost: make(chan struct{}), released: f.released}, nil
+}
+
+func (f *fakeLocker) status() (*statusView, error) {
+	if f.noQuorum {
+		return &statusView{QuorumText: "no quorum: 1 of 2 members reachable"}, nil
+	}
+	return &statusView{QuorumHeld: true}, nil
+}
+
+func (f *fakeLocker) leave(context.Context) error { return nil }
+
+// serveFake serves g on a control socket in a temporary directory and
+// returns its path.
+func serveFake(t *testing.T, g locker) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "c.sock")
+	l, err := listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go serveControl(l, g, zerolog.Nop())
+	return path
+}
+
+func dialFake(t *testing.T, path string) *daemonClient {
+	t.Helper()
+	d, err := dialDaemon(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	_ = d.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return d
+}
+
+// TestLockConnectionReleasesOnlyOnRelease: what the command under a lock
+// writes to the connection it inherited does not release the lock (a
+// reviewer's script wrote "log" to descriptor 3 and the next holder entered
+// while it ran); a release, or the connection's end, does.
+func TestLockConnectionReleasesOnlyOnRelease(t *testing.T) {
+	f := &fakeLocker{released: make(chan string, 4)}
+	path := serveFake(t, f)
+	for _, end := range []string{"release", "close"} {
+		d := dialFake(t, path)
+		if err := d.send(request{Op: "lock", Name: end}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := d.receive(); err != nil || !r.OK {
+			t.Fatalf("lock: %+v, %v", r, err)
+		}
+		junk := []string{"log\n", `{"op":"lock","name":"x"}` + "\n", strings.Repeat("y", 3*maxRequestLine) + "\n", "{not json\n"}
+		for _, j := range junk {
+			if _, err := d.conn.Write([]byte(j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case name := <-f.released:
+			t.Fatalf("lock %q released by lines that are no release", name)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if end == "release" {
+			err := d.send(request{Op: "release"})
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			d.Close()
+		}
+		select {
+		case name := <-f.released:
+			if name != end {
+				t.Fatalf("released %q, want %q", name, end)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("lock %q not released on its %s", end, end)
+		}
+	}
+}
+
+// TestControlSocketSurvivesAcceptFailures: a daemon out of file
+// descriptors goes on serving once some are free again (it used to stop
+// accepting for good, and every client then hung).
+func TestControlSocketSurvivesAcceptFailures(t *testing.T) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	path := serveFake(t, &fakeLocker{released: make(chan string, 1)})
+	// Leave the process a few descriptors, then take them all.
+	var held []*os.File
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
+	low := lim
+	low.Cur = 64
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim) }()
+	var clients []net.Conn
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			break
+		}
+		clients = append(clients, c)
+		if len(clients) > 200 {
+			t.Fatal("the descriptor limit did not stop the clients")
+		}
+	}
+	// The daemon's accepts fail now (its side of each connection needs a
+	// descriptor too). Give them back.
+	time.Sleep(50 * time.Millisecond)
+	for _, c := range clients {
+		c.Close()
+	}
+	clients = nil
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	d := dialFake(t, path)
+	if err := d.send(request{Op: "status"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := d.receive(); err != nil || !r.OK {
+		t.Fatalf("status after the descriptors ran out: %+v, %v", r, err)
+	}
+}
+
+// TestControlRequestBounds: a request line over maxRequestLine is refused
+// without being kept, and a client that sends nothing is disconnected.
+func TestControlRequestBounds(t *testing.T) {
+	path := serveFake(t, &fakeLocker{released: make(chan string, 1)})
+	d := dialFake(t, path)
+	go func() { _, _ = d.conn.Write([]byte(strings.Repeat("z", 2*maxRequestLine) + "\n")) }()
+	if r, err := d.receive(); err != nil || !strings.Contains(r.Error, "over") {
+		t.Fatalf("an oversized request: %+v, %v; want an error saying it is too long", r, err)
+	}
+	if testing.Short() {
+		return
+	}
+	idle := dialFake(t, path)
+	start := time.Now()
+	if _, err := idle.receive(); err == nil {
+		t.Fatal("an idle client got an answer")
+	}
+	if waited := time.Since(start); waited < requestTimeout-time.Second {
+		t.Fatalf("an idle client was dropped after %v, before requestTimeout", waited)
+	}
+}
+
+// TestNonblockWithoutQuorumAnswersAtOnce: --nonblock through a daemon that
+// reaches no majority fails at once, saying so (it waited for ever).
+func TestNonblockWithoutQuorumAnswersAtOnce(t *testing.T) {
+	path := serveFake(t, &fakeLocker{noQuorum: true})
+	d := dialFake(t, path)
+	_ = d.conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if err := d.send(request{Op: "lock", Name: "x", Try: true}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.receive()
+	if err != nil || r.OK || !strings.Contains(r.Error, "no quorum") {
+		t.Fatalf("--nonblock without a majority: %+v, %v; want a prompt error naming the missing quorum", r, err)
+	}
+}
+
+// TestLockWaitsForTheDaemonToJoin: a lock asked for while the daemon is
+// still joining waits until it is a member (it failed at once with exit 1,
+// though the default is to wait); --nonblock and status are answered at
+// once with why not.
+func TestLockWaitsForTheDaemonToJoin(t *testing.T) {
+	j := &joining{why: "joining (no member has answered yet)"}
+	path := serveFake(t, j)
+	st := dialFake(t, path)
+	if err := st.send(request{Op: "status"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.receive(); err != nil || !strings.Contains(r.Error, "not a member") {
+		t.Fatalf("status while joining: %+v, %v", r, err)
+	}
+	try := dialFake(t, path)
+	if err := try.send(request{Op: "lock", Name: "x", Try: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := try.receive(); err != nil || !strings.Contains(r.Error, "not a member") {
+		t.Fatalf("--nonblock while joining: %+v, %v", r, err)
+	}
+	d := dialFake(t, path)
+	if err := d.send(request{Op: "lock", Name: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan response, 1)
+	go func() { r, _ := d.receive(); got <- r }()
+	select {
+	case r := <-got:
+		t.Fatalf("a lock while joining was answered before the daemon joined: %+v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	var g locker = &fakeLocker{released: make(chan string, 1)}
+	j.ready.Store(&g)
+	select {
+	case r := <-got:
+		if !r.OK || r.Token != 7 {
+			t.Fatalf("the lock once joined: %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock was not granted once the daemon joined")
 	}
 }
