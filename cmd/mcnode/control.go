@@ -267,12 +267,11 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 		}
 	}()
 	if req.Try {
-		// --nonblock promises an answer at once. Without a majority the
-		// server cannot give one, and the request would wait for it.
-		if st, err := g.status(); err == nil && st.Mode != modeQuorum && !st.QuorumHeld {
-			_ = enc.Encode(response{Error: "no answer possible now: " + st.QuorumText})
-			return
-		}
+		// --nonblock promises an answer at once, but only the server can
+		// give it: without a majority none comes, and the request would
+		// wait for it. (Whether this node reaches a majority now cannot
+		// say: its view is stale for a heartbeat at each turn, and false
+		// throughout a takeover, which the wait covers.)
 		var cancelTry context.CancelFunc
 		ctx, cancelTry = context.WithTimeout(ctx, tryTimeout)
 		defer cancelTry()
@@ -281,6 +280,13 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 	switch {
 	case errors.Is(err, mcnode.ErrLocked):
 		_ = enc.Encode(response{Locked: true, Error: err.Error()})
+		return
+	case req.Try && errors.Is(err, context.DeadlineExceeded):
+		why := fmt.Sprintf("no answer from the group's server within %v", tryTimeout)
+		if st, serr := g.status(); serr == nil && st.Mode != modeQuorum && !st.QuorumHeld && st.QuorumText != "" {
+			why += ": " + st.QuorumText
+		}
+		_ = enc.Encode(response{Error: why})
 		return
 	case err != nil:
 		_ = enc.Encode(response{Error: err.Error()})
@@ -330,10 +336,11 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 	}
 }
 
-// tryTimeout bounds a --nonblock request that finds a majority but no
-// answer: the majority may be lost after it asked. It is well past a
-// takeover, after which the request is sent to the new server.
-const tryTimeout = 5 * time.Second
+// tryTimeout bounds the wait for the server's answer to a --nonblock
+// request: none comes while this node reaches no majority. It is well past
+// a takeover (0.5 s by default), after which the new server answers. A
+// variable for the tests.
+var tryTimeout = 5 * time.Second
 
 // leaseReportInterval is how often the daemon looks for a renewed lease to
 // tell its lock clients: below the heartbeat, at which the lease is renewed.
@@ -348,6 +355,9 @@ type daemonClient struct {
 // dialDaemon connects to the daemon; os.ErrNotExist-like errors mean there
 // is none.
 func dialDaemon(path string) (*daemonClient, error) {
+	if path == "" {
+		return nil, fmt.Errorf("no control socket path (see clientSocketPath): %w", os.ErrNotExist)
+	}
 	if err := privateDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
