@@ -30,6 +30,9 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--bogus"}, "flag provided but not defined"},
+		{[]string{"nosuchcmd"}, "unknown command \"nosuchcmd\" (see mcnode --help)"},
+		{[]string{"keys", "bogus"}, "unknown command \"bogus\" for mcnode keys"},
+		{[]string{"run", "--interface", "lo", "--turn-length", "5000"}, "the fixed log window"},
 		{[]string{"run"}, "no --interface"},
 		{[]string{"run", "--interface", "lo", "--ttl", "300"}, "--ttl 300"},
 		{[]string{"run", "--interface", "lo", "--address", "10.0.0.1:1"}, "--address"},
@@ -51,6 +54,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1", "--node-id", "0", "--algo", "paxos"}, "--algo: unknown protocol"},
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1", "--node-id", "0", "--coterie", "ring"}, "--coterie: unknown coterie"},
 		{[]string{"run", "--mode", "quorum", "--quorum-size", "3"}, "no --interface"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--quorum-size", "2"}, "--peers and --quorum-size both"},
 		{[]string{"run", "--interface", "lo", "--listen", "127.0.0.1:0"}, "--listen applies to quorum mode only"},
 		{[]string{"run", "--mode", "quorum", "--quorum-size", "3", "--listen", "127.0.0.1:0"}, "--listen goes with --peers"},
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--listen", "no-port"}, "--listen no-port"},
@@ -69,6 +73,33 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "--plot-format", "gif", "--plots", "x"}, "--plot-format \"gif\""},
 		{[]string{"bench", "--plot-format", "svg"}, "--plot-format needs --plots"},
 		{[]string{"bench", "extra"}, "bench takes no arguments"},
+		// A flag after NAME would be taken for the command, and run only
+		// once the lock was held; after "--" it is the command.
+		{[]string{"lock", "x", "--timeout", "1s", "--", "true"}, "\"--timeout\" follows the lock name \"x\": flags go before NAME"},
+		{[]string{"lock", "x", "-n", "true"}, "flags go before NAME"},
+		{[]string{"lock", "x", "--", "-c"}, "no --interface"},
+		// Lock names the group could not carry, refused before any contact.
+		{[]string{"lock", "", "--", "true"}, "lock name is empty"},
+		{[]string{"lock", strings.Repeat("n", 129), "--", "true"}, "is 129 bytes, longer than the limit of 128 bytes"},
+		{[]string{"lock", "\xff", "--", "true"}, "not valid UTF-8"},
+		{[]string{"lock", strings.Repeat("n", 128), "--", "true"}, "no --interface"},
+		// Negative durations do not mean "forever", nor a tick of 1ns work.
+		{[]string{"lock", "-w", "-5s", "x", "--", "true"}, "--timeout -5s is negative"},
+		// (No --interface: were the tick accepted, the command would stop
+		// there rather than run a node.)
+		{[]string{"run", "--tick", "1ns"}, "--tick 1ns must be at least 1ms"},
+		{[]string{"lock", "--no-daemon", "--tick", "999us", "x", "--", "true"}, "--tick 999µs must be at least 1ms"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1", "--node-id", "0", "--lease", "-1s"}, "--lease -1s is negative"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1", "--node-id", "0", "--lease-margin", "-1ms"}, "--lease-margin -1ms is negative"},
+		// A control socket path over the 107 bytes of sun_path.
+		{[]string{"run", "--interface", "lo", "--group", strings.Repeat("g", 100)}, "give the group a shorter name, or the socket a shorter path with --socket"},
+		// No daemon can serve such a group, so lock and status go on
+		// without one (and stop here for want of --interface).
+		{[]string{"lock", "--group", strings.Repeat("g", 100), "x", "--", "true"}, "no --interface"},
+		{[]string{"status", "--group", strings.Repeat("g", 100)}, "no --interface"},
+		{[]string{"lock", "--socket", "/" + strings.Repeat("s", 110), "x", "--", "true"}, "is 111 bytes"},
+		// The program's name once appeared twice here.
+		{[]string{"--version"}, "(see mcnode --help)"},
 	}
 	for _, tc := range cases {
 		out, code := mcnodeLocal(tc.args...)

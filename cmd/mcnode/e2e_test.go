@@ -562,7 +562,7 @@ func lockExitStatus(t *testing.T, c *cluster) {
 		t.Fatalf("timeout: %v: %s", err, out)
 	}
 	out, err = c.mcnode(1, "lock", "--nonblock", "s", "--", "true").CombinedOutput()
-	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), "held by another member") {
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), "held or waited for by another client") {
 		t.Fatalf("nonblock: %v: %s", err, out)
 	}
 }

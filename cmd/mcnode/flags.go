@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -135,11 +137,20 @@ func timingFlags(c *cli.Context, cfg *group.Config, onlySet bool) error {
 			set()
 		}
 	}
+	if (!onlySet || c.IsSet("tick")) && cfg.Tick < minTick {
+		return usage("--tick %v must be at least %v: every timer of the node wakes each tick, so a shorter one spends the CPU on waking up (default %v)", cfg.Tick, minTick, group.DefaultLANConfig().Tick)
+	}
 	if (!onlySet || c.IsSet("rate-limit")) && cfg.RateLimit == 0 {
 		return usage("--rate-limit 0: give datagrams a second (default %d), or a negative number for no limit", group.DefaultRateLimit)
 	}
 	return nil
 }
+
+// minTick is the shortest --tick accepted. The runtime wakes every tick
+// whether or not anything is due, so a tick of microseconds keeps a core
+// busy, and the timings built on it (leases, takeovers) cannot be kept to
+// better than the scheduler's wake-up latency anyway, about a millisecond.
+const minTick = time.Millisecond
 
 // flagNames rewrites a config error to name the flags rather than the
 // fields: the field an error is about, and the two-word field names it
@@ -157,6 +168,8 @@ func flagNames(err error) string {
 		"MaxMembers ": "--max-members ", "LeaseTimeout ": "--lease ", "LeaseMargin ": "--lease-margin ",
 		"RetryInterval ": "--retry ", "JoinTimeout ": "--join-timeout ",
 		"HeartbeatInterval ": "--heartbeat ", "TakeoverTimeout ": "--takeover-timeout ",
+		// Not flags: fixed, but a flag's value may clash with them.
+		"PingTimeout ": "the fixed ping timeout ", "LogWindow ": "the fixed log window ",
 	} {
 		s = strings.ReplaceAll(s, field, flag)
 	}
@@ -177,28 +190,117 @@ func timestampFile(c *cli.Context, log zerolog.Logger) string {
 		} else if home, err := os.UserHomeDir(); err == nil {
 			dir = filepath.Join(home, ".local", "state", "mcnode")
 		} else {
-			log.Warn().Err(err).Msg("no --state-dir and no home directory: the highest group timestamp seen is not kept")
+			log.Warn().Err(err).Msg("no --state-dir and no home directory: neither the highest group timestamp seen nor whether this host is a member is kept (a daemon restarted while cut off could found a second group)")
 			return ""
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		log.Warn().Err(err).Msg("cannot create the state directory: the highest group timestamp seen is not kept")
+		log.Warn().Err(err).Msg("cannot create the state directory: neither the highest group timestamp seen nor whether this host is a member is kept (a daemon restarted while cut off could found a second group)")
 		return ""
 	}
-	name := strings.NewReplacer("/", "_", "\x00", "_").Replace(c.String("group")) + ".timestamp"
-	return filepath.Join(dir, name)
+	name := groupFileName(c.String("group"))
+	if len(name)+len(longestStateSuffix) > maxFileName {
+		log.Warn().Int("bytes", len(name)).Msg("the group name is too long for a state file name: neither the highest group timestamp seen nor whether this host is a member is kept (give the group a shorter name)")
+		return ""
+	}
+	adoptLegacyState(dir, c.String("group"), log)
+	return filepath.Join(dir, name+".timestamp")
 }
 
-// socketPath is where the local daemon for the group listens.
-func socketPath(c *cli.Context) string {
+// State file names: GROUP (see groupFileName) and one of these suffixes.
+var stateSuffixes = []string{".timestamp", ".member", ".quorum-tokens"}
+
+const (
+	longestStateSuffix = ".quorum-tokens"
+	maxFileName        = 255 // NAME_MAX on Linux
+)
+
+// legacyGroupFileName is how releases before groupFileName wrote a group's
+// name in its file names: '/' and NUL as '_', which two groups could share.
+func legacyGroupFileName(group string) string {
+	return strings.NewReplacer("/", "_", "\x00", "_").Replace(group)
+}
+
+// adoptLegacyState copies the state files an earlier release kept for this
+// group under its old file name (which differs only for a name with '/',
+// '%' or NUL) to the new name, where no file of that name is yet: a daemon
+// killed before the upgrade must still find that this host was a member, and
+// the timestamps and tokens must not go back. The old files stay (another
+// group, "a_b" for "a/b", may own them: copying one of its records errs
+// only on the safe side, a higher timestamp or a wait for the group).
+func adoptLegacyState(dir, group string, log zerolog.Logger) {
+	name, legacy := groupFileName(group), legacyGroupFileName(group)
+	if name == legacy {
+		return
+	}
+	for _, suffix := range stateSuffixes {
+		from, to := filepath.Join(dir, legacy+suffix), filepath.Join(dir, name+suffix)
+		if _, err := os.Lstat(to); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		b, err := os.ReadFile(from)
+		if err != nil {
+			continue // none, or unreadable: the new name starts afresh
+		}
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			log.Warn().Err(err).Str("from", from).Str("to", to).Msg("cannot copy the group's state file to its new name")
+			continue
+		}
+		log.Info().Str("from", from).Str("to", to).Msg("copied the group's state file from the name an earlier release gave it")
+	}
+}
+
+// groupFileName is the group's name as it appears in the names of its
+// control socket and state files (GROUP.sock, GROUP.timestamp, GROUP.member,
+// GROUP.quorum-tokens). Every path derived from the group name goes through
+// it, so that two groups never share a daemon or a record. It escapes '%' as
+// "%25", '/' as "%2F" and NUL as "%00": a '%' in the result always starts an
+// escape, so the mapping is one to one. Every other character is kept, so a
+// name without those three maps to the file name it always had, and a
+// running daemon keeps its socket and state files across an upgrade.
+func groupFileName(group string) string {
+	return groupFileEscaper.Replace(group)
+}
+
+var groupFileEscaper = strings.NewReplacer("%", "%25", "/", "%2F", "\x00", "%00")
+
+// maxSocketPath is the longest path a Unix socket can be bound to or dialled
+// at: the kernel's sun_path holds the path and its terminating NUL.
+const maxSocketPath = len(syscall.RawSockaddrUnix{}.Path) - 1
+
+// socketPath is where the local daemon for the group listens. A path too
+// long for a Unix socket is an error here, where it can say which setting
+// made it so; bind and connect would only say "invalid argument".
+func socketPath(c *cli.Context) (string, error) {
 	if p := c.String("socket"); p != "" {
-		return p
+		if len(p) > maxSocketPath {
+			return "", usage("--socket %s is %d bytes, longer than the %d bytes a Unix socket path can have: choose a shorter path", p, len(p), maxSocketPath)
+		}
+		return p, nil
 	}
-	name := strings.NewReplacer("/", "_", "\x00", "_").Replace(c.String("group")) + ".sock"
+	name := groupFileName(c.String("group")) + ".sock"
+	var p string
 	if dir := os.Getenv("XDG_RUNTIME_DIR"); dir != "" {
-		return filepath.Join(dir, "mcnode", name)
+		p = filepath.Join(dir, "mcnode", name)
+	} else {
+		p = filepath.Join(os.TempDir(), fmt.Sprintf("mcnode-%d", os.Getuid()), name)
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("mcnode-%d", os.Getuid()), name)
+	if len(p) > maxSocketPath {
+		return "", usage("group %q: its control socket %s would be %d bytes, longer than the %d bytes a Unix socket path can have: give the group a shorter name, or the socket a shorter path with --socket (the same on every command for this group)", c.String("group"), p, len(p), maxSocketPath)
+	}
+	return p, nil
+}
+
+// clientSocketPath is socketPath for a command that can do without a
+// daemon (lock, status): a derived path too long for a Unix socket is one no
+// daemon can listen at (mcnode run refuses it), so it returns "" (no daemon)
+// rather than an error. A --socket too long is still an error.
+func clientSocketPath(c *cli.Context) (string, error) {
+	p, err := socketPath(c)
+	if err != nil && !c.IsSet("socket") {
+		return "", nil
+	}
+	return p, err
 }
 
 // leaveTimeout bounds how long a node waits for its leave to be recorded.

@@ -268,7 +268,11 @@ func printKeyIDs(indent string, ids []string) {
 
 func keysCommand() *cli.Command {
 	do := func(c *cli.Context, req request) error {
-		d, err := dialDaemon(socketPath(c))
+		path, err := socketPath(c)
+		if err != nil {
+			return err
+		}
+		d, err := dialDaemon(path)
 		if err != nil {
 			return &exitError{code: 1, err: fmt.Errorf("no mcnode run daemon for group %q: %w", c.String("group"), err)}
 		}
@@ -347,6 +351,7 @@ func keysCommand() *cli.Command {
 			"only). Spreading needs the daemons to run; a stopped member's key file must be\n" +
 			"changed by hand.",
 		OnUsageError: onUsageError,
+		Action:       unknownCommand("mcnode keys"),
 		Subcommands: []*cli.Command{
 			withCommon(&cli.Command{Name: "list", Usage: "list the key IDs, the one sealing first",
 				Flags:  []cli.Flag{local},

@@ -9,16 +9,21 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/internal/boottime"
+	"github.com/mcnode/mcnode/quorumfallback/node"
+	"github.com/mcnode/mcnode/wire"
 )
 
 func lockCommand() *cli.Command {
@@ -31,7 +36,13 @@ func lockCommand() *cli.Command {
 			"then releases the lock, like flock(1) across hosts. It goes through the local\n" +
 			"`mcnode run` daemon if one serves the group, else joins the group for the duration\n" +
 			"(it does not found a group unless --found is given).\n\n" +
+			fmt.Sprintf("NAME is 1 to %d bytes of UTF-8. Flags go before NAME: what follows NAME is the\n", maxLockName) +
+			"command (a COMMAND that starts with \"-\" goes after \"--\").\n\n" +
 			"COMMAND runs in its own process group (--foreground keeps it in the terminal's).\n" +
+			"SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to mcnode lock are passed on to it (with\n" +
+			"--foreground in a terminal's foreground, SIGINT and SIGQUIT are not: the terminal\n" +
+			"sends its Ctrl-C and Ctrl-\\ to COMMAND too). Ctrl-Z does not stop mcnode lock while\n" +
+			"it holds the lock; with --foreground it stops neither (COMMAND inherits it ignored).\n" +
 			"If the lock is lost while it runs, the process group gets SIGTERM, then SIGKILL\n" +
 			"after half the group's lease margin, before the group can hand the lock on.\n" +
 			"Through a daemon, COMMAND inherits the lock's connection: if mcnode lock is\n" +
@@ -77,11 +88,22 @@ func lockAction(c *cli.Context) error {
 		return usage("usage: mcnode lock NAME -- COMMAND [ARGS...]")
 	}
 	name, argv := args[0], args[1:]
-	if argv[0] == "--" {
+	if err := checkLockName(name); err != nil {
+		return err
+	}
+	switch {
+	case argv[0] == "--":
 		argv = argv[1:]
+	case strings.HasPrefix(argv[0], "-"):
+		// Flags stop at NAME, so this would be taken for the command, and
+		// run (and fail) only once the lock had been waited for.
+		return usage("%q follows the lock name %q: flags go before NAME (mcnode lock [FLAGS] NAME -- COMMAND); a COMMAND that starts with \"-\" goes after \"--\"", argv[0], name)
 	}
 	if len(argv) == 0 {
 		return usage("no COMMAND to run under lock %q", name)
+	}
+	if t := c.Duration("timeout"); t < 0 {
+		return usage("--timeout %v is negative: give how long to wait for the lock, or 0 to wait as long as it takes", t)
 	}
 	log, err := logger(c)
 	if err != nil {
@@ -102,14 +124,71 @@ func lockAction(c *cli.Context) error {
 	case errors.As(err, &ee):
 		return err
 	case errors.Is(err, mcnode.ErrLocked) || errors.Is(err, group.ErrLocked):
-		return &exitError{code: exitNotAcquired, err: fmt.Errorf("lock %q is held by another member (--nonblock)", name)}
+		return &exitError{code: exitNotAcquired, err: fmt.Errorf("lock %q is held or waited for by another client (--nonblock)", name)}
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return &exitError{code: exitNotAcquired, err: fmt.Errorf("interrupted while waiting for lock %q: the request is withdrawn", name)}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q%s", c.Duration("timeout"), name, whyWaited(c, err))}
 	default:
 		return &exitError{code: exitNotAcquired, err: err}
 	}
+	// Deferred before the release, so undone after it: a Ctrl-Z between
+	// the command's end and the release must not stop mcnode lock while
+	// it holds the lock.
+	defer holdStop(c.Bool("foreground"))()
 	defer h.release()
 	return runLocked(c, name, argv, h, log)
+}
+
+// holdStop keeps Ctrl-Z (SIGTSTP) from stopping mcnode lock while it holds
+// the lock: stopped, it could not stop the command when the lease runs out.
+// It returns the function that undoes it.
+//
+// In the command's own process group (the default) the terminal's stop
+// does not reach the command, and mcnode lock catches and drops the signal
+// rather than ignore it: an ignored signal stays ignored across exec, and
+// the command must be able to be stopped as usual; a caught one is reset
+// to the default in it. With --foreground the command shares the
+// terminal's process group, and a Ctrl-Z would stop it alone while mcnode
+// lock, not stopped, kept the terminal from the shell and the lock held:
+// there the signal is ignored, and the command inherits that, as before.
+func holdStop(foreground bool) func() {
+	if foreground {
+		signal.Ignore(syscall.SIGTSTP)
+		return func() { signal.Reset(syscall.SIGTSTP) }
+	}
+	tstp := make(chan os.Signal, 1) // nothing reads it: a full channel drops the rest
+	signal.Notify(tstp, syscall.SIGTSTP)
+	return func() { signal.Stop(tstp) }
+}
+
+// inTerminalForeground reports whether this process's group is the
+// foreground process group of the terminal on stdin: then the terminal's
+// Ctrl-C and Ctrl-\ reach every process of the group by themselves.
+func inTerminalForeground() bool {
+	pgrp, err := unix.IoctlGetInt(int(os.Stdin.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
+}
+
+// maxLockName is the longest lock name, in bytes: the wire format's limit on
+// a resource name in multicast mode and the quorum node's in quorum mode
+// (one limit today; the smaller, should they part). A longer name could not
+// be sent to the group at all.
+var maxLockName = min(wire.DefaultLimits().MaxName, node.MaxName)
+
+// checkLockName refuses, as a usage error, a lock name the group would
+// refuse: before the daemon is asked or the group joined, so that the
+// message speaks of the argument rather than of a wire field.
+func checkLockName(name string) error {
+	switch {
+	case name == "":
+		return usage("the lock name is empty: name the lock, 1 to %d bytes (mcnode lock NAME -- COMMAND)", maxLockName)
+	case len(name) > maxLockName:
+		return usage("lock name %.40q... is %d bytes, longer than the limit of %d bytes: choose a shorter name", name, len(name), maxLockName)
+	case !utf8.ValidString(name):
+		return usage("lock name %q is not valid UTF-8: every member must be able to read it", name)
+	}
+	return nil
 }
 
 // whyWaited explains a wait for a lock that timed out, when the reason is
@@ -120,7 +199,11 @@ func whyWaited(c *cli.Context, err error) string {
 	if errors.As(err, &nq) {
 		return ": " + nq.Quorum.String()
 	}
-	d, derr := dialDaemon(socketPath(c))
+	path, perr := clientSocketPath(c)
+	if perr != nil {
+		return ""
+	}
+	d, derr := dialDaemon(path)
 	if derr != nil {
 		return ""
 	}
@@ -132,6 +215,9 @@ func whyWaited(c *cli.Context, err error) string {
 		return ""
 	}
 	r, rerr := d.receive()
+	if rerr == nil && r.Status == nil && r.Error != "" {
+		return ": " + r.Error // not a member yet, and why
+	}
 	if rerr != nil || r.Status == nil || r.Status.Mode == modeQuorum || r.Status.QuorumHeld {
 		return ""
 	}
@@ -141,10 +227,14 @@ func whyWaited(c *cli.Context, err error) string {
 // acquireLock takes the lock through the daemon, or else by joining.
 func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.Logger) (*held, error) {
 	if !c.Bool("no-daemon") {
-		d, err := dialDaemon(socketPath(c))
+		path, err := clientSocketPath(c)
+		if err != nil {
+			return nil, err
+		}
+		d, err := dialDaemon(path)
 		switch {
 		case err == nil:
-			log.Debug().Str("socket", socketPath(c)).Msg("locking through the local daemon")
+			log.Debug().Str("socket", path).Msg("locking through the local daemon")
 			return lockViaDaemon(ctx, d, name, c.Bool("nonblock"))
 		case errors.Is(err, errUnsafeSocketDir):
 			return nil, err
@@ -299,11 +389,9 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	)
 	foreground := c.Bool("foreground")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: !foreground}
-	// Ctrl-Z must not stop mcnode lock while its command runs on (in its
-	// own process group, the terminal's stop does not reach it): stopped,
-	// mcnode lock could not stop the command when the lease runs out.
-	signal.Ignore(syscall.SIGTSTP)
-	defer signal.Reset(syscall.SIGTSTP)
+	// With --foreground in the terminal's foreground group, the terminal
+	// sends its Ctrl-C and Ctrl-\ to the command as well as to mcnode lock.
+	terminalSends := foreground && inTerminalForeground()
 	if h.conn != nil {
 		// The command holds the lock's connection too: the daemon releases
 		// only when every copy is closed, so killing mcnode lock does not
@@ -358,9 +446,15 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	for {
 		select {
 		case s := <-sigs:
-			if ss, ok := s.(syscall.Signal); ok {
-				send(ss) // the command decides; we wait for it
+			ss, ok := s.(syscall.Signal)
+			if !ok || terminalSends && (ss == syscall.SIGINT || ss == syscall.SIGQUIT) {
+				// The command got the terminal's Ctrl-C or Ctrl-\
+				// itself, as mcnode lock did: passed on, it would get
+				// it twice. (A SIGTERM comes to mcnode lock alone, and
+				// is passed on; so is a SIGINT off a terminal.)
+				continue
 			}
+			send(ss) // the command decides; we wait for it
 		case <-h.lost:
 			lost = true
 			h.lost = nil

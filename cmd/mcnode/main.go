@@ -53,11 +53,29 @@ func main() {
 
 // onUsageError reports a bad flag or argument in one line.
 func onUsageError(c *cli.Context, err error, _ bool) error {
+	// HelpName is the command's full name, "mcnode lock", and the app's
+	// own at the top level, where the command is the app, named "mcnode".
 	cmd := "mcnode"
-	if c.Command != nil && c.Command.Name != "" {
-		cmd += " " + c.Command.Name
+	if c.Command != nil && c.Command.HelpName != "" {
+		cmd = c.Command.HelpName
 	}
 	return &exitError{code: exitUsage, err: fmt.Errorf("%v (see %s --help)", err, cmd)}
+}
+
+// unknownCommand is the action of a command that only has subcommands (the
+// app itself, named cmd): with no argument it shows the help; with one it
+// names no subcommand, which is a usage error (the library would print "No
+// help topic" and exit 1).
+func unknownCommand(cmd string) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.NArg() == 0 {
+			return cli.ShowSubcommandHelp(c)
+		}
+		if cmd == "mcnode" {
+			return usage("unknown command %q (see mcnode --help)", c.Args().First())
+		}
+		return usage("unknown command %q for %s (see %s --help)", c.Args().First(), cmd, cmd)
+	}
 }
 
 // withCommon gives a command the shared group and logging flags, after its
@@ -103,6 +121,7 @@ func newApp() *cli.App {
 		OnUsageError:         onUsageError,
 		HideHelpCommand:      true,
 		ExitErrHandler:       func(*cli.Context, error) {},
+		Action:               unknownCommand("mcnode"),
 	}
 	// Every command that talks to the configured group takes its flags from
 	// --config too; the demo and the game make groups of their own, which a

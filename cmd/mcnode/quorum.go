@@ -75,6 +75,13 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 		Self: c.Int("node-id"), Logger: log,
 		// The failure handling's leases (Maekawa, Cao-Singhal), as multicast mode's.
 		Lease: c.Duration("lease"), LeaseMargin: c.Duration("lease-margin")}
+	// Checked here, as multicast mode's group.Config.Validate does: the
+	// node would refuse them only once started, and not as a usage error.
+	for _, f := range []string{"lease", "lease-margin"} {
+		if d := c.Duration(f); d < 0 {
+			return cfg, usage("--%s %v is negative: give a duration (0 for the default)", f, d)
+		}
+	}
 	if path := c.String("keyfile"); path != "" {
 		keys, err := seal.LoadKeyFile(path)
 		if err != nil {
@@ -107,6 +114,8 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 		seen[p] = i
 	}
 	switch {
+	case len(cfg.Peers) > 0 && c.IsSet("quorum-size"):
+		return cfg, usage("--peers and --quorum-size both name the peers: give one (--peers lists them, --quorum-size takes them from the multicast group)")
 	case c.Int("quorum-size") < 0:
 		return cfg, usage("--quorum-size %d: want a positive number of nodes", c.Int("quorum-size"))
 	case len(cfg.Peers) == 0:
@@ -250,8 +259,8 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 			return nil, "", err
 		}
 		why := "joining (no member has answered yet)"
-		if daemonMembership(c, &cfg, log) {
-			why = "waiting for the group: this host was a member when its daemon last stopped without leaving, and founds no second group (if the whole group stopped, start one daemon with --found)"
+		if waits := daemonMembership(c, &cfg, log); waits != "" {
+			why = "waiting for the group: " + waits
 		}
 		return func(ctx context.Context) (locker, error) {
 			g, err := group.Join(ctx, cfg)
@@ -345,25 +354,32 @@ func withKeyAgent(d daemonNode, log zerolog.Logger) daemonNode {
 // refuses to found the group if the record says this host was a member when
 // its daemon last stopped without leaving: the group may well run on, cut off
 // from this host, and a second group would grant the same locks. --found
-// overrides it. It reports whether it refused.
-func daemonMembership(c *cli.Context, cfg *group.Config, log zerolog.Logger) bool {
+// overrides it. It returns why it refused, or "".
+func daemonMembership(c *cli.Context, cfg *group.Config, log zerolog.Logger) string {
 	if cfg.TimestampFile == "" {
-		return false // --state-dir none, or no state directory
+		return "" // --state-dir none, or no state directory
 	}
 	cfg.MemberFile = strings.TrimSuffix(cfg.TimestampFile, ".timestamp") + ".member"
 	was, err := group.WasMember(cfg.MemberFile)
 	switch {
+	case err != nil && c.Bool("found"):
+		log.Warn().Err(err).Msg("cannot tell whether this host was a member when its daemon last stopped; --found: founding the group if no member answers")
 	case err != nil:
-		log.Warn().Err(err).Msg("cannot tell whether this host was a member when its daemon last stopped")
+		// The record is there but unreadable: it may say this host was a
+		// member, and founding on a guess could make a second group.
+		cfg.Bootstrap = false
+		log.Error().Err(err).Str("file", cfg.MemberFile).
+			Msg("cannot tell whether this host was a member when its daemon last stopped: waiting for the group instead of founding one (make the file readable or remove it, or start with --found if the whole group stopped)")
+		return "the membership record " + cfg.MemberFile + " cannot be read, so this host may have been a member, and founds no second group (make the file readable or remove it, or start with --found if the whole group stopped)"
 	case was != "" && c.Bool("found"):
 		log.Warn().Str("record", was).Msg("this host was a member when its daemon last stopped without leaving; --found: founding the group if no member answers")
 	case was != "":
 		cfg.Bootstrap = false
 		log.Error().Str("record", was).Str("file", cfg.MemberFile).
 			Msg("this host was a member when its daemon last stopped without leaving, and the group may run on without it: waiting for the group instead of founding a second one (if the whole group stopped, start one daemon with --found)")
-		return true
+		return "this host was a member when its daemon last stopped without leaving, and founds no second group (if the whole group stopped, start one daemon with --found)"
 	}
-	return false
+	return ""
 }
 
 // startQuorum starts a quorum-mode node, taking its peers from the
@@ -393,8 +409,12 @@ func startQuorum(ctx context.Context, cfg node.Config, discover *group.Config, l
 
 // needDaemon is the error for quorum-mode commands run without a daemon.
 func needDaemon(c *cli.Context, what string) error {
+	path, err := socketPath(c)
+	if err != nil {
+		return err
+	}
 	return &exitError{code: 1, err: fmt.Errorf("no daemon serves %s: in quorum mode %s goes through `mcnode run --mode quorum` on this host "+
-		"(the quorums are fixed, so a node cannot come and go for one command)", socketPath(c), what)}
+		"(the quorums are fixed, so a node cannot come and go for one command)", path, what)}
 }
 
 // peersFromGroup fills cfg.Peers and cfg.Self from the multicast group's

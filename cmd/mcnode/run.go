@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 )
 
@@ -14,7 +15,8 @@ func runCommand() *cli.Command {
 		Name:  "run",
 		Usage: "join the group and stay, serving locks to local scripts through a control socket",
 		Description: "Joins (or, if no member answers within --join-timeout, founds) the group on\n" +
-			"--interface and stays until interrupted, then leaves it cleanly. `mcnode lock`\n" +
+			"--interface and stays until SIGINT, SIGTERM or SIGHUP, then leaves it cleanly\n" +
+			"(stopped while it is still joining, it just exits, with status 0). `mcnode lock`\n" +
 			"and `mcnode status` on this host go through it.\n\n" +
 			"If the server falls silent for --takeover-timeout, a majority of the members\n" +
 			"elects its backup (or another member) to take over; a node that cannot reach a\n" +
@@ -40,13 +42,28 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// Checked before prepareNode, which may open --listen.
+			path, err := socketPath(c)
+			if err != nil {
+				return err
+			}
 			start, why, err := prepareNode(c, log)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			// SIGHUP too: a daemon whose terminal closes, or that a
+			// supervisor hangs up on, must leave the group as on SIGTERM.
+			// Killed by it, it would leave its socket, its membership
+			// record and, until the group removes it, its place in the
+			// group, and would then refuse to found the group again.
+			stopOn := []os.Signal{os.Interrupt, syscall.SIGTERM}
+			if !signal.Ignored(syscall.SIGHUP) {
+				// Under nohup, SIGHUP is ignored on purpose; catching it
+				// would undo that.
+				stopOn = append(stopOn, syscall.SIGHUP)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 			defer stop()
-			path := socketPath(c)
 			l, err := listen(path)
 			if err != nil {
 				return &exitError{code: 1, err: err}
@@ -66,7 +83,7 @@ func runCommand() *cli.Command {
 			go serveControl(l, j, log)
 			g, err := start(ctx)
 			if err != nil {
-				return err
+				return stoppedBeforeJoining(ctx, err, log)
 			}
 			for {
 				j.ready.Store(&g)
@@ -83,7 +100,7 @@ func runCommand() *cli.Command {
 					j.ready.Store(nil)
 					closeNode(g)
 					if g, err = start(ctx); err != nil {
-						return err
+						return stoppedBeforeJoining(ctx, err, log)
 					}
 					continue
 				}
@@ -98,4 +115,17 @@ func runCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// stoppedBeforeJoining is the outcome of a start that failed with err: the
+// error itself, unless the operator asked the daemon to stop (ctx is done)
+// while it was still joining, which is no failure: the start gave up because
+// it was told to, and there is no group to leave yet.
+func stoppedBeforeJoining(ctx context.Context, err error, log zerolog.Logger) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	log.Debug().Err(err).Msg("the start gave up")
+	log.Info().Msg("stopped before joining")
+	return nil
 }

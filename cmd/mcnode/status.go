@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
@@ -149,6 +152,10 @@ func watchStatus(c *cli.Context) error {
 	if every < 10*time.Millisecond {
 		return usage("--interval %v: want at least 10ms", every)
 	}
+	path, err := socketPath(c)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	tty := isatty.IsTerminal(os.Stdout.Fd()) && !c.Bool("json")
@@ -163,7 +170,7 @@ func watchStatus(c *cli.Context) error {
 		// stopped daemon keeps the question waiting.
 		ch := make(chan answer, 1)
 		go func() {
-			v, err := daemonStatus(socketPath(c))
+			v, err := daemonStatus(path)
 			ch <- answer{v, err}
 		}()
 		var v *statusView
@@ -190,7 +197,7 @@ func watchStatus(c *cli.Context) error {
 			}
 			fmt.Printf("mcnode status, every %v (Ctrl-C stops): %s\n\n", every, time.Now().Format("15:04:05"))
 			if err != nil {
-				fmt.Printf("no answer from the daemon at %s: %v\n", socketPath(c), err)
+				fmt.Printf("no answer from the daemon at %s: %v\n", path, err)
 			} else {
 				printStatus(os.Stdout, v)
 			}
@@ -238,7 +245,11 @@ func (d *daemonClient) status() (*statusView, error) {
 }
 
 func fetchStatus(c *cli.Context) (*statusView, error) {
-	d, err := dialDaemon(socketPath(c))
+	path, err := clientSocketPath(c)
+	if err != nil {
+		return nil, err
+	}
+	d, err := dialDaemon(path)
 	if errors.Is(err, errUnsafeSocketDir) {
 		return nil, err
 	}
@@ -314,9 +325,9 @@ func printStatus(w io.Writer, v *statusView) {
 		if v.Coterie != "" {
 			algo += " with the " + v.Coterie + " coterie"
 		}
-		fmt.Fprintf(w, "group %s  quorum mode: %s  (this node: %d at %s, quorum %v)\n", v.Group, algo, v.Self, v.Addr, v.Quorum)
+		fmt.Fprintf(w, "group %s  quorum mode: %s  (this node: %d at %s, quorum %v)\n", shown(v.Group), algo, v.Self, shown(v.Addr), v.Quorum)
 	} else {
-		fmt.Fprintf(w, "group %s  T=%d  epoch %d  server: node %d  (this node: %d at %s)\n", v.Group, v.T, v.Epoch, v.Server, v.Self, v.Addr)
+		fmt.Fprintf(w, "group %s  T=%d  epoch %d  server: node %d  (this node: %d at %s)\n", shown(v.Group), v.T, v.Epoch, v.Server, v.Self, shown(v.Addr))
 		printFailover(w, v)
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -329,7 +340,7 @@ func printStatus(w io.Writer, v *statusView) {
 		if m.ID == v.Self {
 			notes = append(notes, "this node")
 		}
-		fmt.Fprintf(tw, "  node %d\t%s\t%s\n", m.ID, m.Addr, strings.Join(notes, ", "))
+		fmt.Fprintf(tw, "  node %d\t%s\t%s\n", m.ID, shown(m.Addr), strings.Join(notes, ", "))
 	}
 	fmt.Fprintf(tw, "\nlocks held or waited for (%d):\n", len(v.Resources))
 	for _, r := range v.Resources {
@@ -345,7 +356,7 @@ func printStatus(w io.Writer, v *statusView) {
 			}
 			queue = "waiting: " + strings.Join(ids, ", ")
 		}
-		fmt.Fprintf(tw, "  %s\t%s\ttoken %d\t%s\n", r.Name, holder, r.Token, queue)
+		fmt.Fprintf(tw, "  %s\t%s\ttoken %d\t%s\n", shown(r.Name), holder, r.Token, queue)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\ndatagrams: %d received, %d dropped", v.Received, v.Dropped)
@@ -361,4 +372,20 @@ func printStatus(w io.Writer, v *statusView) {
 		fmt.Fprintf(w, "; %d addressed to other members, left unread", v.Filtered)
 	}
 	fmt.Fprintln(w)
+}
+
+// shown is a string that came from the network (a lock name, which any
+// member may choose, or a member's address, which it reports itself) as it
+// is safe to print on a terminal: as it is if it is printable UTF-8 without
+// spaces, and quoted with Go escapes otherwise, so that a newline cannot
+// break the table nor an escape sequence reach the terminal. A name that
+// starts with a double quote is quoted too, or it could pass for the quoted
+// form of another.
+func shown(s string) string {
+	if !utf8.ValidString(s) || strings.HasPrefix(s, `"`) || strings.IndexFunc(s, func(r rune) bool {
+		return !unicode.IsPrint(r) || unicode.IsSpace(r)
+	}) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
 }

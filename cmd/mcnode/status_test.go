@@ -158,3 +158,38 @@ func TestQuorumStatusView(t *testing.T) {
 		t.Errorf("sent %v, received %d: want requests, and %d messages and 1 update", v.Sent, v.Received, messages)
 	}
 }
+
+// Lock names, which any member may choose, and members' addresses, which
+// each reports itself, are printed quoted if they hold anything a terminal
+// would act on (a newline breaks the table, an escape sequence recolours
+// or rewrites the screen); ordinary ones print as they are.
+func TestStatusQuotesNames(t *testing.T) {
+	v := &statusView{Group: "g", Self: 1, Server: 1, Addr: "10.0.0.1:7",
+		Members: []memberView{{ID: 1, Addr: "10.0.0.1:7"}, {ID: 2, Addr: "10.0.0.2:7\x1b[2J"}},
+		Resources: []resourceView{
+			{Name: "deploy", Holder: 1, Token: 5},
+			{Name: "db/migrate-ü", Token: 6},
+			{Name: "evil\n\x1b[31mred", Holder: 2, Token: 7},
+			{Name: "two words", Token: 8},
+			{Name: `"deploy"`, Token: 9},
+			{Name: "bad\xffutf8", Token: 10},
+		}}
+	var out bytes.Buffer
+	printStatus(&out, v)
+	s := out.String()
+	if strings.ContainsAny(s, "\x1b\xff") {
+		t.Errorf("status output carries raw control bytes:\n%q", s)
+	}
+	for _, want := range []string{
+		"  deploy  ", "  db/migrate-ü  ", `  "evil\n\x1b[31mred"  `, `  "two words"  `,
+		`  "\"deploy\""  `, `  "bad\xffutf8"  `, `"10.0.0.2:7\x1b[2J"`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("status output lacks %q:\n%s", want, s)
+		}
+	}
+	// Every lock is one line of the table.
+	if n := strings.Count(s, "token "); n != len(v.Resources) || strings.Count(s, "\n  ") != len(v.Members)+len(v.Resources) {
+		t.Errorf("the table is broken (%d token lines):\n%s", n, s)
+	}
+}

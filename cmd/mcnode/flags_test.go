@@ -1,0 +1,196 @@
+package main
+
+import (
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/quick"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcnode/mcnode/group"
+)
+
+// groupContext is a command's context with only the flags that paths are
+// derived from.
+func groupContext(group, stateDir string) *cli.Context {
+	set := flag.NewFlagSet("test", flag.ContinueOnError)
+	set.String("group", group, "")
+	set.String("socket", "", "")
+	set.String("state-dir", stateDir, "")
+	return cli.NewContext(&cli.App{}, set, nil)
+}
+
+// Two groups never share a control socket or a state file ("a/b" and "a_b"
+// once did), and a name without '/' or '%' keeps the paths it always had,
+// so that an upgrade finds a running daemon's socket and the state files
+// it left.
+func TestGroupPathsDistinct(t *testing.T) {
+	run, state := t.TempDir(), t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", run)
+	paths := func(group string) (sock, stamp string) {
+		t.Helper()
+		c := groupContext(group, state)
+		sock, err := socketPath(c)
+		if err != nil {
+			t.Fatalf("group %q: %v", group, err)
+		}
+		return sock, timestampFile(c, zerolog.Nop())
+	}
+	for _, g := range []string{"mcnode", "my-group", "build farm.2", "ünïcode_x"} {
+		sock, stamp := paths(g)
+		if want := filepath.Join(run, "mcnode", g+".sock"); sock != want {
+			t.Errorf("group %q: socket %s, want %s as before", g, sock, want)
+		}
+		if want := filepath.Join(state, g+".timestamp"); stamp != want {
+			t.Errorf("group %q: timestamp file %s, want %s as before", g, stamp, want)
+		}
+	}
+	seen := map[string]string{}
+	for _, g := range []string{"a/b", "a_b", "a%2Fb", "a%b", "a%25b", "a%252Fb"} {
+		sock, stamp := paths(g)
+		if filepath.Dir(sock) != filepath.Join(run, "mcnode") || filepath.Dir(stamp) != state {
+			t.Errorf("group %q: %s or %s is not in its directory", g, sock, stamp)
+		}
+		for _, p := range []string{sock, stamp} {
+			if other, dup := seen[p]; dup {
+				t.Errorf("groups %q and %q share %s", other, g, p)
+			}
+			seen[p] = g
+		}
+	}
+	// One to one over any names, and the identity on names without the
+	// escaped characters.
+	if err := quick.Check(func(a, b string) bool {
+		return (groupFileName(a) == groupFileName(b)) == (a == b)
+	}, nil); err != nil {
+		t.Error(err)
+	}
+	if err := quick.Check(func(a string) bool {
+		return strings.ContainsAny(a, "/%\x00") || groupFileName(a) == a
+	}, nil); err != nil {
+		t.Error(err)
+	}
+	if a, b := groupFileName("x/y"), groupFileName("x%2Fy"); a == b {
+		t.Errorf("x/y and x%%2Fy both map to %q", a)
+	}
+}
+
+// A control socket path too long for a Unix socket is refused with a
+// message naming the path and what to do, and the longest one accepted can
+// really be listened on (the limit is not off by one).
+func TestSocketPathLimit(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", dir)
+	if err := os.Mkdir(filepath.Join(dir, "mcnode"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	room := maxSocketPath - len(filepath.Join(dir, "mcnode", ".sock"))
+	if room < 1 {
+		t.Skipf("the temporary directory %s leaves no room for a socket name", dir)
+	}
+	path, err := socketPath(groupContext(strings.Repeat("g", room), ""))
+	if err != nil {
+		t.Fatalf("a group name of %d bytes: %v", room, err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatalf("the longest socket path accepted, %d bytes, cannot be listened on: %v", len(path), err)
+	}
+	l.Close()
+	long := strings.Repeat("g", room+1)
+	_, err = socketPath(groupContext(long, ""))
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "mcnode", long+".sock")) ||
+		!strings.Contains(err.Error(), "--socket") || !strings.Contains(err.Error(), "shorter name") {
+		t.Fatalf("a group name of %d bytes: %v; want an error naming the path, --socket and a shorter name", room+1, err)
+	}
+}
+
+// A membership record that cannot be read keeps the daemon from founding
+// the group, as one that says "member" does: it may say so (the daemon
+// founded on a guess before); --found overrides both.
+func TestUnreadableMembershipRecordFoundsNothing(t *testing.T) {
+	for _, found := range []bool{false, true} {
+		state := t.TempDir()
+		set := flag.NewFlagSet("test", flag.ContinueOnError)
+		set.Bool("found", found, "")
+		c := cli.NewContext(&cli.App{}, set, nil)
+		stamp := filepath.Join(state, "g.timestamp")
+		// A directory where the record should be: unreadable even to root.
+		if err := os.Mkdir(filepath.Join(state, "g.member"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		cfg := group.DefaultLANConfig()
+		cfg.TimestampFile, cfg.Bootstrap = stamp, true
+		why := daemonMembership(c, &cfg, zerolog.Nop())
+		switch {
+		case !found && (why == "" || cfg.Bootstrap):
+			t.Errorf("an unreadable record: waits %q, founds %v; want a reason to wait and no founding", why, cfg.Bootstrap)
+		case !found && !strings.Contains(why, "cannot be read"):
+			t.Errorf("the reason to wait, %q, does not say the record cannot be read", why)
+		case found && (why != "" || !cfg.Bootstrap):
+			t.Errorf("an unreadable record with --found: waits %q, founds %v; want it to found", why, cfg.Bootstrap)
+		}
+	}
+}
+
+// A daemon of a group whose name has '/' killed before the upgrade (its
+// record under the old file name, "team_x.member") must still wait for its
+// group after it: the new release copies the old state files to the new
+// names, and never over a file the new name already has.
+func TestLegacyStateAdopted(t *testing.T) {
+	state := t.TempDir()
+	old := map[string]string{".member": "instance 00000000000000aa node 3 joined 2026-01-01T00:00:00Z\n", ".timestamp": "123456\n"}
+	for suffix, body := range old {
+		if err := os.WriteFile(filepath.Join(state, "team_x"+suffix), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(state, "team%2Fx.timestamp"), []byte("999999\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := groupContext("team/x", state)
+	stamp := timestampFile(c, zerolog.Nop())
+	if want := filepath.Join(state, "team%2Fx.timestamp"); stamp != want {
+		t.Fatalf("timestamp file %s, want %s", stamp, want)
+	}
+	if b, _ := os.ReadFile(stamp); string(b) != "999999\n" {
+		t.Errorf("the new timestamp file was overwritten with %q", b)
+	}
+	set := flag.NewFlagSet("test", flag.ContinueOnError)
+	set.Bool("found", false, "")
+	cfg := group.DefaultLANConfig()
+	cfg.TimestampFile, cfg.Bootstrap = stamp, true
+	if why := daemonMembership(cli.NewContext(&cli.App{}, set, nil), &cfg, zerolog.Nop()); why == "" || cfg.Bootstrap {
+		t.Errorf("after the upgrade the daemon would found the group (waits %q): the old record was not adopted", why)
+	}
+	// A plain name has one file name in both releases: nothing is copied.
+	if err := os.WriteFile(filepath.Join(state, "plain.member"), []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	timestampFile(groupContext("plain", state), zerolog.Nop())
+	entries, _ := os.ReadDir(state)
+	if len(entries) != 5 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("state files %v, want team_x's two, team%%2Fx's two and plain.member, nothing copied for plain", names)
+	}
+}
+
+// A group name too long for a state file name keeps no state (it used to
+// fail the membership check, and a fresh daemon then waited for ever).
+func TestStateFileNameTooLong(t *testing.T) {
+	state := t.TempDir()
+	if got := timestampFile(groupContext(strings.Repeat("g", maxFileName-len(longestStateSuffix)+1), state), zerolog.Nop()); got != "" {
+		t.Errorf("timestamp file %s for a name too long for its state files, want none", got)
+	}
+	if got := timestampFile(groupContext(strings.Repeat("g", maxFileName-len(longestStateSuffix)), state), zerolog.Nop()); got == "" {
+		t.Error("no timestamp file for a name that fits")
+	}
+}

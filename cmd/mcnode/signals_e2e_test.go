@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// wantClean waits up to 10 s for a background command to exit with status
+// 0; what names it in a failure.
+func (b *background) wantClean(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case err := <-b.done:
+		if err != nil {
+			t.Fatalf("%s exited with %v, want status 0: %s", what, err, b.out)
+		}
+	case <-time.After(10 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-b.done
+		t.Fatalf("%s did not exit within 10 s: %s", what, b.out)
+	}
+}
+
+// waitFile waits up to 10 s for path to exist.
+func waitFile(t *testing.T, path, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10 s: %s (%s)", what, path)
+		}
+	}
+}
+
+// mcnode lock keeps Ctrl-Z from stopping itself, but not its command in its
+// own process group: a command that finds SIGTSTP ignored (as SIG_IGN
+// survives exec) could not be suspended. With --foreground, in the
+// terminal's process group, the command must not be stopped alone (mcnode
+// lock would keep the terminal and the lock): there it inherits SIGTSTP
+// ignored. Off a terminal, --foreground passes SIGINT on, as it does SIGTERM.
+func TestE2ELockCommandSignals(t *testing.T) {
+	c := newCluster(t, 1, 1)
+	for _, fg := range []bool{false, true} {
+		args := []string{"lock", "s", "--", "grep", "^SigIgn:", "/proc/self/status"}
+		if fg {
+			args = append([]string{"lock", "--foreground"}, args[1:]...)
+		}
+		out, err := c.mcnode(0, args...).Output()
+		if err != nil {
+			t.Fatalf("mcnode %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(out), "SigIgn:")), 16, 64)
+		if err != nil {
+			t.Fatalf("command's SigIgn line %q: %v", out, err)
+		}
+		if bit := uint64(1) << (syscall.SIGTSTP - 1); (mask&bit != 0) != fg {
+			t.Errorf("mcnode %s: the command's SigIgn %016x; want SIGTSTP (%#x) ignored only with --foreground", strings.Join(args, " "), mask, bit)
+		}
+	}
+
+	dir := t.TempDir()
+	got, ready := filepath.Join(dir, "got"), filepath.Join(dir, "ready")
+	script := `trap 'echo INT >> ` + got + `; exit 5' INT; echo > ` + ready + `; while :; do sleep 0.05; done`
+	lock := c.background(c.mcnode(0, "lock", "--foreground", "f", "--", "sh", "-c", script))
+	waitFile(t, ready, "the command under lock started")
+	// No terminal here: the SIGINT comes to mcnode lock alone (a
+	// supervisor's kill -INT), and the command must get it.
+	if err := lock.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	lock.wantExit(t, 5, "mcnode lock --foreground after SIGINT off a terminal (passed on to the command)")
+	if b, err := os.ReadFile(got); err != nil || strings.TrimSpace(string(b)) != "INT" {
+		t.Fatalf("the command got %q (%v), want one INT", b, err)
+	}
+}
+
+// A daemon stopped by the operator while it still waits for its group exits
+// 0, saying so, rather than failing with "context canceled".
+func TestE2ERunStoppedBeforeJoining(t *testing.T) {
+	c := newCluster(t, 1, 0)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		// No group answers, and a minute passes before it founds one.
+		d := c.background(c.mcnode(0, "run", "--join-timeout", "1m"))
+		// The socket is served from before the daemon joins; the signals
+		// are caught from before it is.
+		waitFile(t, c.socket(0), "the daemon serves its socket")
+		if err := d.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		d.wantClean(t, "mcnode run stopped by "+sig.String()+" while joining")
+		if out := d.out.String(); !strings.Contains(out, "stopped before joining") || strings.Contains(out, "context canceled") {
+			t.Errorf("mcnode run stopped by %v while joining says:\n%s", sig, out)
+		}
+		if _, err := os.Stat(c.socket(0)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the control socket is left behind after %v: %v", sig, err)
+		}
+	}
+}
+
+// SIGHUP (a closed terminal, a supervisor hanging up) stops a daemon as
+// SIGTERM does: it leaves the group, and removes its socket and its
+// membership record (left behind, the record would make the next start
+// wait for a group that no longer runs).
+func TestE2ERunSIGHUPLeaves(t *testing.T) {
+	c := newCluster(t, 1, 0)
+	d := c.background(c.mcnode(0, "run"))
+	c.waitMembers(0, 1)
+	record := filepath.Join(c.dir, "state0", "e2e.member")
+	if _, err := os.Stat(record); err != nil {
+		t.Fatalf("no membership record once a member: %v", err)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	d.wantClean(t, "mcnode run after SIGHUP")
+	if !strings.Contains(d.out.String(), "leaving the group") {
+		t.Errorf("mcnode run did not leave the group on SIGHUP:\n%s", d.out)
+	}
+	for _, p := range []string{c.socket(0), record} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is left behind after SIGHUP: %v", p, err)
+		}
+	}
+}
+
+// Ctrl-C while mcnode lock waits withdraws the request and says so (it used
+// to print only "context canceled"); the lock goes on to the next waiter.
+func TestE2ELockInterruptedWhileWaiting(t *testing.T) {
+	c := newCluster(t, 1, 1)
+	ready := filepath.Join(t.TempDir(), "ready")
+	holder := c.background(c.mcnode(0, "lock", "w", "--", "sh", "-c", "echo > "+ready+"; sleep 2"))
+	waitFile(t, ready, "the first holder's command started")
+	waiter := c.background(c.mcnode(0, "lock", "w", "--", "true"))
+	time.Sleep(300 * time.Millisecond) // queued behind the holder
+	if err := waiter.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waiter.wantExit(t, exitNotAcquired, "mcnode lock interrupted while waiting")
+	if out := waiter.out.String(); !strings.Contains(out, "interrupted while waiting for lock \"w\"") {
+		t.Errorf("mcnode lock interrupted while waiting says:\n%s", out)
+	}
+	holder.wantClean(t, "the holder")
+	out, err := c.mcnode(0, "lock", "--timeout", "5s", "w", "--", "true").CombinedOutput()
+	if err != nil {
+		t.Fatalf("the lock after the withdrawn request: %v: %s", err, out)
+	}
+}
