@@ -60,7 +60,7 @@ func lockCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Aliases: []string{"w"}, EnvVars: []string{"MCNODE_LOCK_TIMEOUT"},
 				Usage: "give up waiting for the lock after this long (0: wait forever)"},
 			&cli.BoolFlag{Name: "nonblock", Aliases: []string{"n"},
-				Usage: "fail at once if another member holds or waits for the lock"},
+				Usage: "fail at once if another client holds or waits for the lock (if the group's server does not answer, after 5 s)"},
 			&cli.BoolFlag{Name: "no-daemon", Usage: "join the group directly even if a local daemon runs"},
 			&cli.BoolFlag{Name: "found", Usage: "without a daemon: found the group if no member answers (only safe where multicast is known to work)"},
 			&cli.BoolFlag{Name: "foreground", Usage: "run COMMAND in the terminal's process group (for interactive commands); only COMMAND itself is signalled if the lock is lost"},
@@ -127,6 +127,8 @@ func lockAction(c *cli.Context) error {
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("lock %q is held or waited for by another client (--nonblock)", name)}
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("interrupted while waiting for lock %q: the request is withdrawn", name)}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && c.Bool("nonblock") && c.Duration("timeout") == 0:
+		return &exitError{code: exitNotAcquired, err: fmt.Errorf("no answer from the group's server within %v for lock %q%s", tryTimeout, name, whyWaited(c, err))}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q%s", c.Duration("timeout"), name, whyWaited(c, err))}
 	default:
@@ -268,6 +270,9 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 		defer cancel()
 	}
 	g, err := group.Join(jctx, cfg)
+	if err != nil && c.Bool("nonblock") && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return nil, &exitError{code: exitNotAcquired, err: fmt.Errorf("not admitted to group %q within %v, and --nonblock waits no longer: %w", cfg.Name, cfg.NoGroupAfter+2*cfg.LeaseTimeout, err)}
+	}
 	if err != nil {
 		if errors.Is(err, group.ErrNoGroup) {
 			return nil, fmt.Errorf("no member of group %q answered on %s via %s: run `mcnode run` on the hosts that share locks (see the README), or pass --found to start the group here", cfg.Name, cfg.Address, cfg.Interface)
@@ -282,6 +287,11 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	acquire := g.Acquire
 	if c.Bool("nonblock") {
 		acquire = g.TryAcquire
+		// The server's answer is all --nonblock waits for, and none
+		// comes while this node reaches no majority (as in the daemon).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, tryTimeout)
+		defer cancel()
 	}
 	l, err := acquire(ctx, name)
 	if err != nil {

@@ -153,3 +153,35 @@ func TestE2ELockInterruptedWhileWaiting(t *testing.T) {
 		t.Fatalf("the lock after the withdrawn request: %v: %s", err, out)
 	}
 }
+
+// --nonblock in a group that lost its majority fails within a few seconds,
+// saying why, through the daemon and without one (through the daemon it
+// waited for ever; without, it said "timed out after 0s").
+func TestE2ENonblockWithoutMajority(t *testing.T) {
+	c := newCluster(t, 3, 2)
+	c.kill(1) // one of two: no majority, and none to remove the dead one
+	c.waitStatus(0, "no majority", func(v *statusView) bool { return !v.QuorumHeld })
+	for _, args := range [][]string{
+		{"lock", "-n", "x", "--", "true"},
+		{"lock", "-n", "--no-daemon", "x", "--", "true"},
+	} {
+		host := 0
+		if args[2] == "--no-daemon" {
+			host = 2 // a host without a daemon
+		}
+		start := time.Now()
+		out, err := c.mcnode(host, args...).CombinedOutput()
+		took := time.Since(start)
+		t.Logf("mcnode %s: %v after %v: %s", strings.Join(args, " "), err, took.Round(time.Millisecond), out)
+		var ee interface{ ExitCode() int }
+		if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired {
+			t.Errorf("mcnode %s without a majority: %v: %s; want status %d", strings.Join(args, " "), err, out, exitNotAcquired)
+		}
+		if !strings.Contains(string(out), "no answer from the group's server") && !strings.Contains(string(out), "not admitted to group") {
+			t.Errorf("mcnode %s without a majority says %q; want why it gave up", strings.Join(args, " "), out)
+		}
+		if took > 15*time.Second {
+			t.Errorf("mcnode %s without a majority took %v", strings.Join(args, " "), took)
+		}
+	}
+}
