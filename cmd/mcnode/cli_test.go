@@ -32,6 +32,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--bogus"}, "flag provided but not defined"},
 		{[]string{"nosuchcmd"}, "unknown command \"nosuchcmd\" (see mcnode --help)"},
 		{[]string{"keys", "bogus"}, "unknown command \"bogus\" for mcnode keys"},
+		{[]string{"help", "bogus"}, "unknown command \"bogus\" (see mcnode --help)"},
 		{[]string{"run", "--interface", "lo", "--turn-length", "5000"}, "the fixed log window"},
 		{[]string{"run"}, "no --interface"},
 		{[]string{"run", "--interface", "lo", "--ttl", "300"}, "--ttl 300"},

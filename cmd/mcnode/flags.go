@@ -199,7 +199,7 @@ func timestampFile(c *cli.Context, log zerolog.Logger) string {
 		return ""
 	}
 	name := groupFileName(c.String("group"))
-	if len(name)+len(longestStateSuffix) > maxFileName {
+	if len(name)+stateNameSlack > maxFileName {
 		log.Warn().Int("bytes", len(name)).Msg("the group name is too long for a state file name: neither the highest group timestamp seen nor whether this host is a member is kept (give the group a shorter name)")
 		return ""
 	}
@@ -207,12 +207,16 @@ func timestampFile(c *cli.Context, log zerolog.Logger) string {
 	return filepath.Join(dir, name+".timestamp")
 }
 
-// State file names: GROUP (see groupFileName) and one of these suffixes.
-var stateSuffixes = []string{".timestamp", ".member", ".quorum-tokens"}
+// State file names: GROUP (see groupFileName) and one of these suffixes;
+// the timestamp comes last, for adoptLegacyState.
+var stateSuffixes = []string{".member", ".quorum-tokens", ".timestamp"}
 
 const (
-	longestStateSuffix = ".quorum-tokens"
-	maxFileName        = 255 // NAME_MAX on Linux
+	// stateNameSlack is what a state file's name adds to the group's: its
+	// longest suffix, and the temporary file's ("." and up to 10 digits,
+	// os.CreateTemp's) through which it is replaced.
+	stateNameSlack = len(".quorum-tokens.") + 10
+	maxFileName    = 255 // NAME_MAX on Linux
 )
 
 // legacyGroupFileName is how releases before groupFileName wrote a group's
@@ -223,15 +227,26 @@ func legacyGroupFileName(group string) string {
 
 // adoptLegacyState copies the state files an earlier release kept for this
 // group under its old file name (which differs only for a name with '/',
-// '%' or NUL) to the new name, where no file of that name is yet: a daemon
-// killed before the upgrade must still find that this host was a member, and
-// the timestamps and tokens must not go back. The old files stay (another
-// group, "a_b" for "a/b", may own them: copying one of its records errs
-// only on the safe side, a higher timestamp or a wait for the group).
+// '%' or NUL) to the new name, once: a daemon killed before the upgrade must
+// still find that this host was a member, and the timestamps and tokens
+// must not go back. Once is while the new name has no timestamp file: the
+// timestamp is copied last and never removed, whereas a clean leave removes
+// the membership record, which must not come back from the old name then.
+// Each copy is whole or absent (a temporary file, synced, renamed), so an
+// early reader never takes an empty record for "not a member". The old
+// files stay (another group, "a_b" for "a/b", may own them: copying one of
+// its records errs only on the safe side, a higher timestamp or a wait for
+// the group).
 func adoptLegacyState(dir, group string, log zerolog.Logger) {
 	name, legacy := groupFileName(group), legacyGroupFileName(group)
 	if name == legacy {
 		return
+	}
+	if _, err := os.Lstat(filepath.Join(dir, name+".timestamp")); !errors.Is(err, os.ErrNotExist) {
+		return // adopted already, or used under the new name
+	}
+	if _, err := os.Stat(filepath.Join(dir, legacy+".timestamp")); err != nil {
+		return // no state under the old name
 	}
 	for _, suffix := range stateSuffixes {
 		from, to := filepath.Join(dir, legacy+suffix), filepath.Join(dir, name+suffix)
@@ -242,12 +257,35 @@ func adoptLegacyState(dir, group string, log zerolog.Logger) {
 		if err != nil {
 			continue // none, or unreadable: the new name starts afresh
 		}
-		if err := os.WriteFile(to, b, 0o600); err != nil {
+		if err := replaceFile(to, b); err != nil {
 			log.Warn().Err(err).Str("from", from).Str("to", to).Msg("cannot copy the group's state file to its new name")
-			continue
+			return // the timestamp, last, must not mark this done
 		}
 		log.Info().Str("from", from).Str("to", to).Msg("copied the group's state file from the name an earlier release gave it")
 	}
+}
+
+// replaceFile writes path whole or not at all: through a temporary file in
+// its directory, synced, then renamed over it.
+func replaceFile(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }
 
 // groupFileName is the group's name as it appears in the names of its

@@ -141,45 +141,65 @@ func TestUnreadableMembershipRecordFoundsNothing(t *testing.T) {
 // A daemon of a group whose name has '/' killed before the upgrade (its
 // record under the old file name, "team_x.member") must still wait for its
 // group after it: the new release copies the old state files to the new
-// names, and never over a file the new name already has.
+// names, once. A record the new release removed on a clean leave does not
+// come back from the old name, and nothing is copied for a name already in
+// use under the new release.
 func TestLegacyStateAdopted(t *testing.T) {
 	state := t.TempDir()
-	old := map[string]string{".member": "instance 00000000000000aa node 3 joined 2026-01-01T00:00:00Z\n", ".timestamp": "123456\n"}
-	for suffix, body := range old {
-		if err := os.WriteFile(filepath.Join(state, "team_x"+suffix), []byte(body), 0o600); err != nil {
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(state, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(state, "team%2Fx.timestamp"), []byte("999999\n"), 0o600); err != nil {
-		t.Fatal(err)
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(state, name))
+		return err == nil
 	}
-	c := groupContext("team/x", state)
-	stamp := timestampFile(c, zerolog.Nop())
+	waits := func(stamp string) bool {
+		set := flag.NewFlagSet("test", flag.ContinueOnError)
+		set.Bool("found", false, "")
+		cfg := group.DefaultLANConfig()
+		cfg.TimestampFile, cfg.Bootstrap = stamp, true
+		return daemonMembership(cli.NewContext(&cli.App{}, set, nil), &cfg, zerolog.Nop()) != "" && !cfg.Bootstrap
+	}
+	write("team_x.member", "instance 00000000000000aa node 3 joined 2026-01-01T00:00:00Z\n")
+	write("team_x.timestamp", "123456\n")
+	stamp := timestampFile(groupContext("team/x", state), zerolog.Nop())
 	if want := filepath.Join(state, "team%2Fx.timestamp"); stamp != want {
 		t.Fatalf("timestamp file %s, want %s", stamp, want)
 	}
-	if b, _ := os.ReadFile(stamp); string(b) != "999999\n" {
-		t.Errorf("the new timestamp file was overwritten with %q", b)
+	if b, _ := os.ReadFile(stamp); string(b) != "123456\n" {
+		t.Errorf("the adopted timestamp file holds %q", b)
 	}
-	set := flag.NewFlagSet("test", flag.ContinueOnError)
-	set.Bool("found", false, "")
-	cfg := group.DefaultLANConfig()
-	cfg.TimestampFile, cfg.Bootstrap = stamp, true
-	if why := daemonMembership(cli.NewContext(&cli.App{}, set, nil), &cfg, zerolog.Nop()); why == "" || cfg.Bootstrap {
-		t.Errorf("after the upgrade the daemon would found the group (waits %q): the old record was not adopted", why)
+	if !waits(stamp) {
+		t.Error("after the upgrade the daemon would found the group: the old record was not adopted")
 	}
-	// A plain name has one file name in both releases: nothing is copied.
-	if err := os.WriteFile(filepath.Join(state, "plain.member"), []byte("x\n"), 0o600); err != nil {
+	// A clean leave removes the record; the next start must not adopt it
+	// again, or the daemon would wait for a group it left.
+	if err := os.Remove(filepath.Join(state, "team%2Fx.member")); err != nil {
 		t.Fatal(err)
 	}
+	stamp = timestampFile(groupContext("team/x", state), zerolog.Nop())
+	if exists("team%2Fx.member") || waits(stamp) {
+		t.Error("the old record came back after a clean leave under the new name")
+	}
+
+	// A name in use under the new release adopts nothing.
+	write("t_y.member", "instance 00000000000000bb node 4 joined 2026-01-01T00:00:00Z\n")
+	write("t_y.timestamp", "1\n")
+	write("t%2Fy.timestamp", "999999\n")
+	timestampFile(groupContext("t/y", state), zerolog.Nop())
+	if exists("t%2Fy.member") {
+		t.Error("a record was adopted for a name already in use under the new release")
+	}
+	// A plain name has one file name in both releases: nothing is copied.
+	write("plain.member", "x\n")
+	write("plain.timestamp", "1\n")
+	before, _ := os.ReadDir(state)
 	timestampFile(groupContext("plain", state), zerolog.Nop())
-	entries, _ := os.ReadDir(state)
-	if len(entries) != 5 {
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		t.Errorf("state files %v, want team_x's two, team%%2Fx's two and plain.member, nothing copied for plain", names)
+	if after, _ := os.ReadDir(state); len(after) != len(before) {
+		t.Errorf("state files for a plain name: %d before, %d after", len(before), len(after))
 	}
 }
 
@@ -187,10 +207,10 @@ func TestLegacyStateAdopted(t *testing.T) {
 // fail the membership check, and a fresh daemon then waited for ever).
 func TestStateFileNameTooLong(t *testing.T) {
 	state := t.TempDir()
-	if got := timestampFile(groupContext(strings.Repeat("g", maxFileName-len(longestStateSuffix)+1), state), zerolog.Nop()); got != "" {
+	if got := timestampFile(groupContext(strings.Repeat("g", maxFileName-stateNameSlack+1), state), zerolog.Nop()); got != "" {
 		t.Errorf("timestamp file %s for a name too long for its state files, want none", got)
 	}
-	if got := timestampFile(groupContext(strings.Repeat("g", maxFileName-len(longestStateSuffix)), state), zerolog.Nop()); got == "" {
+	if got := timestampFile(groupContext(strings.Repeat("g", maxFileName-stateNameSlack), state), zerolog.Nop()); got == "" {
 		t.Error("no timestamp file for a name that fits")
 	}
 }

@@ -60,7 +60,7 @@ func lockCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Aliases: []string{"w"}, EnvVars: []string{"MCNODE_LOCK_TIMEOUT"},
 				Usage: "give up waiting for the lock after this long (0: wait forever)"},
 			&cli.BoolFlag{Name: "nonblock", Aliases: []string{"n"},
-				Usage: "fail at once if another client holds or waits for the lock (if the group's server does not answer, after 5 s)"},
+				Usage: "fail at once if another client holds or waits for the lock (with no answer from the group's server, after a few seconds)"},
 			&cli.BoolFlag{Name: "no-daemon", Usage: "join the group directly even if a local daemon runs"},
 			&cli.BoolFlag{Name: "found", Usage: "without a daemon: found the group if no member answers (only safe where multicast is known to work)"},
 			&cli.BoolFlag{Name: "foreground", Usage: "run COMMAND in the terminal's process group (for interactive commands); only COMMAND itself is signalled if the lock is lost"},
@@ -111,6 +111,7 @@ func lockAction(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	holdStop(c.Bool("foreground"))
 	actx := ctx
 	if t := c.Duration("timeout"); t > 0 {
 		var cancel context.CancelFunc
@@ -127,24 +128,20 @@ func lockAction(c *cli.Context) error {
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("lock %q is held or waited for by another client (--nonblock)", name)}
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("interrupted while waiting for lock %q: the request is withdrawn", name)}
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && c.Bool("nonblock") && c.Duration("timeout") == 0:
-		return &exitError{code: exitNotAcquired, err: fmt.Errorf("no answer from the group's server within %v for lock %q%s", tryTimeout, name, whyWaited(c, err))}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q%s", c.Duration("timeout"), name, whyWaited(c, err))}
 	default:
 		return &exitError{code: exitNotAcquired, err: err}
 	}
-	// Deferred before the release, so undone after it: a Ctrl-Z between
-	// the command's end and the release must not stop mcnode lock while
-	// it holds the lock.
-	defer holdStop(c.Bool("foreground"))()
 	defer h.release()
 	return runLocked(c, name, argv, h, log)
 }
 
-// holdStop keeps Ctrl-Z (SIGTSTP) from stopping mcnode lock while it holds
-// the lock: stopped, it could not stop the command when the lease runs out.
-// It returns the function that undoes it.
+// holdStop keeps Ctrl-Z (SIGTSTP) from stopping mcnode lock from before it
+// asks for the lock until it exits, after the release: stopped, it could
+// not stop the command when the lease runs out, and stopped while it waits
+// it could be granted the lock and hold it, doing nothing, for as long as
+// it stays stopped.
 //
 // In the command's own process group (the default) the terminal's stop
 // does not reach the command, and mcnode lock catches and drops the signal
@@ -154,22 +151,38 @@ func lockAction(c *cli.Context) error {
 // terminal's process group, and a Ctrl-Z would stop it alone while mcnode
 // lock, not stopped, kept the terminal from the shell and the lock held:
 // there the signal is ignored, and the command inherits that, as before.
-func holdStop(foreground bool) func() {
+func holdStop(foreground bool) {
 	if foreground {
 		signal.Ignore(syscall.SIGTSTP)
-		return func() { signal.Reset(syscall.SIGTSTP) }
+		return
 	}
 	tstp := make(chan os.Signal, 1) // nothing reads it: a full channel drops the rest
 	signal.Notify(tstp, syscall.SIGTSTP)
-	return func() { signal.Stop(tstp) }
 }
 
-// inTerminalForeground reports whether this process's group is the
-// foreground process group of the terminal on stdin: then the terminal's
-// Ctrl-C and Ctrl-\ reach every process of the group by themselves.
+// inTerminalForeground reports whether this process's group is, now, the
+// foreground process group of its controlling terminal: then the terminal's
+// Ctrl-C and Ctrl-\ reach every process of the group by themselves. It asks
+// the kernel for the controlling terminal's group (tpgid in /proc/self/stat),
+// whatever stdin is (a pipe, /dev/null, another terminal), and is asked at
+// each signal, since a job can be moved to the foreground (fg) meanwhile.
 func inTerminalForeground() bool {
-	pgrp, err := unix.IoctlGetInt(int(os.Stdin.Fd()), unix.TIOCGPGRP)
-	return err == nil && pgrp == unix.Getpgrp()
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ppid pgrp session tty_nr tpgid ...: comm may hold
+	// spaces and parentheses, so count from the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 6 {
+		return false
+	}
+	tpgid, err := strconv.Atoi(f[5])
+	return err == nil && tpgid > 0 && tpgid == unix.Getpgrp()
 }
 
 // maxLockName is the longest lock name, in bytes: the wire format's limit on
@@ -284,16 +297,20 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 		defer cancel()
 		_ = g.Leave(lctx)
 	}
-	acquire := g.Acquire
+	acquire, actx := g.Acquire, ctx
 	if c.Bool("nonblock") {
 		acquire = g.TryAcquire
 		// The server's answer is all --nonblock waits for, and none
 		// comes while this node reaches no majority (as in the daemon).
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, tryTimeout)
+		actx, cancel = context.WithTimeout(ctx, tryTimeout)
 		defer cancel()
 	}
-	l, err := acquire(ctx, name)
+	l, err := acquire(actx, name)
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+		leave()
+		return nil, &exitError{code: exitNotAcquired, err: fmt.Errorf("no answer from the group's server within %v for lock %q%s", tryTimeout, name, whyWaited(c, err))}
+	}
 	if err != nil {
 		leave()
 		return nil, err
@@ -322,6 +339,14 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 		}
 		got <- r
 	}()
+	var tryEnd <-chan time.Time
+	if try {
+		// The daemon answers a --nonblock request within tryTimeout; one
+		// that does not is stopped or hung.
+		t := time.NewTimer(tryTimeout + 2*time.Second)
+		defer t.Stop()
+		tryEnd = t.C
+	}
 	var r response
 	select {
 	case r = <-got:
@@ -331,6 +356,9 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 	case <-ctx.Done():
 		d.Close() // withdraws the request
 		return nil, ctx.Err()
+	case <-tryEnd:
+		d.Close()
+		return nil, &exitError{code: exitNotAcquired, err: fmt.Errorf("no answer from the daemon within %v for lock %q (--nonblock): is it stopped or hung?", tryTimeout+2*time.Second, name)}
 	}
 	switch {
 	case r.Locked:
@@ -399,9 +427,6 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	)
 	foreground := c.Bool("foreground")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: !foreground}
-	// With --foreground in the terminal's foreground group, the terminal
-	// sends its Ctrl-C and Ctrl-\ to the command as well as to mcnode lock.
-	terminalSends := foreground && inTerminalForeground()
 	if h.conn != nil {
 		// The command holds the lock's connection too: the daemon releases
 		// only when every copy is closed, so killing mcnode lock does not
@@ -457,7 +482,7 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 		select {
 		case s := <-sigs:
 			ss, ok := s.(syscall.Signal)
-			if !ok || terminalSends && (ss == syscall.SIGINT || ss == syscall.SIGQUIT) {
+			if !ok || foreground && (ss == syscall.SIGINT || ss == syscall.SIGQUIT) && inTerminalForeground() {
 				// The command got the terminal's Ctrl-C or Ctrl-\
 				// itself, as mcnode lock did: passed on, it would get
 				// it twice. (A SIGTERM comes to mcnode lock alone, and

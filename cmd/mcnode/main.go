@@ -71,6 +71,15 @@ func unknownCommand(cmd string) cli.ActionFunc {
 		if c.NArg() == 0 {
 			return cli.ShowSubcommandHelp(c)
 		}
+		if c.Args().First() == "help" { // there is no help command, but the habit
+			if c.NArg() > 1 && cmd == "mcnode" {
+				if c.App.Command(c.Args().Get(1)) == nil {
+					return usage("unknown command %q (see mcnode --help)", c.Args().Get(1))
+				}
+				return cli.ShowCommandHelp(c, c.Args().Get(1))
+			}
+			return cli.ShowSubcommandHelp(c)
+		}
 		if cmd == "mcnode" {
 			return usage("unknown command %q (see mcnode --help)", c.Args().First())
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,6 +67,23 @@ func TestE2ELockCommandSignals(t *testing.T) {
 		}
 	}
 
+	// Ctrl-Z (here a SIGTSTP to mcnode lock alone) does not stop mcnode
+	// lock while it holds the lock: stopped, it could not stop its command
+	// when the lease runs out.
+	stopDir := t.TempDir()
+	started := filepath.Join(stopDir, "started")
+	holder := c.background(c.mcnode(0, "lock", "z", "--", "sh", "-c", "echo > "+started+"; sleep 1"))
+	waitFile(t, started, "the command under lock started")
+	if err := holder.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if st := procState(holder.cmd.Process.Pid); st == "T" {
+		_ = holder.cmd.Process.Signal(syscall.SIGCONT)
+		t.Errorf("mcnode lock was stopped by SIGTSTP while it held the lock (state %s)", st)
+	}
+	holder.wantClean(t, "mcnode lock after a SIGTSTP")
+
 	dir := t.TempDir()
 	got, ready := filepath.Join(dir, "got"), filepath.Join(dir, "ready")
 	script := `trap 'echo INT >> ` + got + `; exit 5' INT; echo > ` + ready + `; while :; do sleep 0.05; done`
@@ -80,6 +98,19 @@ func TestE2ELockCommandSignals(t *testing.T) {
 	if b, err := os.ReadFile(got); err != nil || strings.TrimSpace(string(b)) != "INT" {
 		t.Fatalf("the command got %q (%v), want one INT", b, err)
 	}
+}
+
+// procState is a process's state letter in /proc (T: stopped), or "".
+func procState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2 : i+3]
+	}
+	return ""
 }
 
 // A daemon stopped by the operator while it still waits for its group exits
@@ -111,6 +142,12 @@ func TestE2ERunStoppedBeforeJoining(t *testing.T) {
 // wait for a group that no longer runs).
 func TestE2ERunSIGHUPLeaves(t *testing.T) {
 	c := newCluster(t, 1, 0)
+	// Under nohup (a test run started with SIGHUP ignored) the daemon
+	// would inherit the ignore and, rightly, keep it: catch SIGHUP here,
+	// so that the daemon starts with the default.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	d := c.background(c.mcnode(0, "run"))
 	c.waitMembers(0, 1)
 	record := filepath.Join(c.dir, "state0", "e2e.member")
@@ -161,14 +198,16 @@ func TestE2ENonblockWithoutMajority(t *testing.T) {
 	c := newCluster(t, 3, 2)
 	c.kill(1) // one of two: no majority, and none to remove the dead one
 	c.waitStatus(0, "no majority", func(v *statusView) bool { return !v.QuorumHeld })
-	for _, args := range [][]string{
-		{"lock", "-n", "x", "--", "true"},
-		{"lock", "-n", "--no-daemon", "x", "--", "true"},
+	for _, tc := range []struct {
+		host int // 2 has no daemon
+		args []string
+		want string
+	}{
+		{0, []string{"lock", "-n", "x", "--", "true"}, "no answer from the group's server within 5s"},
+		// Never admitted: a minority admits no one.
+		{2, []string{"lock", "-n", "--no-daemon", "x", "--", "true"}, "not admitted to group"},
 	} {
-		host := 0
-		if args[2] == "--no-daemon" {
-			host = 2 // a host without a daemon
-		}
+		host, args := tc.host, tc.args
 		start := time.Now()
 		out, err := c.mcnode(host, args...).CombinedOutput()
 		took := time.Since(start)
@@ -177,11 +216,26 @@ func TestE2ENonblockWithoutMajority(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired {
 			t.Errorf("mcnode %s without a majority: %v: %s; want status %d", strings.Join(args, " "), err, out, exitNotAcquired)
 		}
-		if !strings.Contains(string(out), "no answer from the group's server") && !strings.Contains(string(out), "not admitted to group") {
-			t.Errorf("mcnode %s without a majority says %q; want why it gave up", strings.Join(args, " "), out)
+		if !strings.Contains(string(out), tc.want) {
+			t.Errorf("mcnode %s without a majority says %q; want %q", strings.Join(args, " "), out, tc.want)
 		}
 		if took > 15*time.Second {
 			t.Errorf("mcnode %s without a majority took %v", strings.Join(args, " "), took)
 		}
+	}
+}
+
+// --nonblock through a stopped daemon gives up, naming the daemon (it
+// waited for ever).
+func TestE2ENonblockStoppedDaemon(t *testing.T) {
+	c := newCluster(t, 1, 1)
+	if err := c.daemons[0].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.daemons[0].Process.Signal(syscall.SIGCONT) }()
+	out, err := c.mcnode(0, "lock", "-n", "x", "--", "true").CombinedOutput()
+	var ee interface{ ExitCode() int }
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), "no answer from the daemon") {
+		t.Fatalf("mcnode lock -n through a stopped daemon: %v: %s; want status %d naming the daemon", err, out, exitNotAcquired)
 	}
 }
