@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/mcnode/mcnode/internal/atomicfile"
 )
 
 // WasMember reads a Config.MemberFile: what it records (the group instance,
@@ -33,23 +34,7 @@ func (g *Group) recordMembership() {
 		return
 	}
 	rec := fmt.Sprintf("instance %016x node %d joined %s\n", g.node.Instance(), g.node.ID(), time.Now().UTC().Format(time.RFC3339))
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
-	if err == nil {
-		_, err = tmp.WriteString(rec)
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), path)
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}
-	if err != nil {
+	if err := atomicfile.Write(path, []byte(rec)); err != nil {
 		g.log.Warn().Err(err).Str("file", path).Msg("cannot record the membership: a restart of this host while cut off from the group could found a second one")
 	}
 }

@@ -160,8 +160,7 @@ func TestLockConnectionReleasesOnlyOnRelease(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 		if end == "release" {
-			err := d.send(request{Op: "release"})
-			if err != nil {
+			if err := d.send(request{Op: "release"}); err != nil {
 				t.Fatal(err)
 			}
 		} else {

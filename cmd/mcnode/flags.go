@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/internal/atomicfile"
 	"github.com/mcnode/mcnode/seal"
 )
 
@@ -214,7 +215,7 @@ var stateSuffixes = []string{".member", ".quorum-tokens", ".timestamp"}
 const (
 	// stateNameSlack is what a state file's name adds to the group's: its
 	// longest suffix, and the temporary file's ("." and up to 10 digits,
-	// os.CreateTemp's) through which it is replaced.
+	// atomicfile.Write's) through which it is replaced.
 	stateNameSlack = len(".quorum-tokens.") + 10
 	maxFileName    = 255 // NAME_MAX on Linux
 )
@@ -257,35 +258,12 @@ func adoptLegacyState(dir, group string, log zerolog.Logger) {
 		if err != nil {
 			continue // none, or unreadable: the new name starts afresh
 		}
-		if err := replaceFile(to, b); err != nil {
+		if err := atomicfile.Write(to, b); err != nil {
 			log.Warn().Err(err).Str("from", from).Str("to", to).Msg("cannot copy the group's state file to its new name")
 			return // the timestamp, last, must not mark this done
 		}
 		log.Info().Str("from", from).Str("to", to).Msg("copied the group's state file from the name an earlier release gave it")
 	}
-}
-
-// replaceFile writes path whole or not at all: through a temporary file in
-// its directory, synced, then renamed over it.
-func replaceFile(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }
 
 // groupFileName is the group's name as it appears in the names of its
