@@ -51,7 +51,7 @@ func commonFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "takeover-timeout", Value: d.TakeoverTimeout, EnvVars: []string{"MCNODE_TAKEOVER_TIMEOUT"},
 			Usage: "members take over from a server they have not heard for this long (group-wide)"},
 		&cli.StringFlag{Name: "state-dir", EnvVars: []string{"MCNODE_STATE_DIR"},
-			Usage: "where to keep the highest group timestamp seen (a group founded here after a full stop gives higher fencing tokens; in quorum mode the highest token seen, for the same reason) and, for mcnode run, whether this host is a member (default: $XDG_STATE_HOME/mcnode, or ~/.local/state/mcnode; \"none\" keeps nothing)"},
+			Usage: "where to keep the highest group timestamp seen (a group founded here after a full stop gives higher fencing tokens; in quorum mode the highest token seen, for the same reason) and, for mcnode run, whether this host is a member (one daemon of a group per directory; default: $XDG_STATE_HOME/mcnode, or ~/.local/state/mcnode; \"none\" keeps nothing)"},
 		&cli.DurationFlag{Name: "join-timeout", Value: d.JoinTimeout, EnvVars: []string{"MCNODE_JOIN_TIMEOUT"},
 			Usage: "how long to wait for an existing group before founding one"},
 		&cli.IntFlag{Name: "rate-limit", Value: group.DefaultRateLimit, EnvVars: []string{"MCNODE_RATE_LIMIT"},

@@ -247,16 +247,23 @@ func (d daemonNode) leave(ctx context.Context) error {
 
 // prepareNode checks the flags of this host's node and returns what joins
 // (multicast) or starts (quorum) it, so that a bad flag is reported before
-// anything is opened.
-func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (locker, error), string, error) {
+// anything is opened. It also claims the group's state files for this
+// daemon (claimState); release gives them up.
+func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context) (locker, error), why string, release func(), err error) {
 	m, err := mode(c)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	if m == modeMulticast {
 		cfg, err := groupConfig(c, log)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
+		}
+		release := func() {}
+		if cfg.TimestampFile != "" {
+			if release, err = claimState(strings.TrimSuffix(cfg.TimestampFile, ".timestamp"), log); err != nil {
+				return nil, "", nil, err
+			}
 		}
 		why := "joining (no member has answered yet)"
 		if waits := daemonMembership(c, &cfg, log); waits != "" {
@@ -268,13 +275,17 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 				return nil, &exitError{code: 1, err: err}
 			}
 			return withKeyAgent(daemonNode{Locker: mcnode.Wrap(g), keyfile: c.String("keyfile")}, log), nil
-		}, why, nil
+		}, why, release, nil
 	}
 	cfg, err := quorumConfig(c, log)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
+	release = func() {}
 	if f := timestampFile(c, log); f != "" {
+		if release, err = claimState(strings.TrimSuffix(f, ".timestamp"), log); err != nil {
+			return nil, "", nil, err
+		}
 		// The highest fencing token this node saw, so that a restarted
 		// group's tokens start above it (node.Config.TokenFile).
 		cfg.TokenFile = strings.TrimSuffix(f, ".timestamp") + ".quorum-tokens"
@@ -283,7 +294,8 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 	if c.String("peers") == "" {
 		gcfg, err := groupConfig(c, log)
 		if err != nil {
-			return nil, "", err
+			release()
+			return nil, "", nil, err
 		}
 		discover = &gcfg
 	}
@@ -327,7 +339,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (func(context.Context) (loc
 		d = withKeyAgent(d, log)
 		last = &d
 		return d, nil
-	}, "starting the quorum node", nil
+	}, "starting the quorum node", release, nil
 }
 
 // closeNode closes a quorum-mode daemon's node alone, keeping the multicast

@@ -47,10 +47,11 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			start, why, err := prepareNode(c, log)
+			start, why, release, err := prepareNode(c, log)
 			if err != nil {
 				return err
 			}
+			defer release()
 			// SIGHUP too: a daemon whose terminal closes, or that a
 			// supervisor hangs up on, must leave the group as on SIGTERM.
 			// Killed by it, it would leave its socket, its membership

@@ -239,3 +239,40 @@ func TestE2ENonblockStoppedDaemon(t *testing.T) {
 		t.Fatalf("mcnode lock -n through a stopped daemon: %v: %s; want status %d naming the daemon", err, out, exitNotAcquired)
 	}
 }
+
+// Two daemons of one group on one host with one state directory (each its
+// own socket) would remove each other's membership record: the second is
+// refused, naming the first, and the first serves on. Once the first is
+// killed, the kernel drops its claim and a daemon starts there again (and
+// finds the record the killed one left: it waits for the group).
+func TestE2ERunStateDirectoryShared(t *testing.T) {
+	c := newCluster(t, 1, 1)
+	other := filepath.Join(c.dir, "other.sock")
+	second := c.background(c.mcnode(0, "run", "--socket", other))
+	second.wantExit(t, 1, "a second daemon sharing the state directory")
+	out := second.out.String()
+	if !strings.Contains(out, "another daemon of this group (process "+strconv.Itoa(c.daemons[0].Process.Pid)+")") || !strings.Contains(out, "--state-dir") {
+		t.Errorf("the second daemon's refusal does not name the first or the remedy:\n%s", out)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused daemon left its socket: %v", err)
+	}
+	c.waitMembers(0, 1) // the first serves on
+	if _, err := os.Stat(filepath.Join(c.dir, "state0", "e2e.member")); err != nil {
+		t.Fatalf("the first daemon's membership record is gone: %v", err)
+	}
+	c.kill(0)
+	again := c.background(c.mcnode(0, "run", "--socket", other, "--join-timeout", "1m"))
+	waitFile(t, other, "the daemon after the killed one serves its socket")
+	v, err := daemonStatus(other)
+	if err == nil {
+		t.Fatalf("the restarted daemon is a member at once (%+v); it should wait for the group", v)
+	}
+	if !strings.Contains(err.Error(), "this host was a member") {
+		t.Errorf("the restarted daemon's status: %v, want it waiting for the group", err)
+	}
+	if err := again.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	again.wantClean(t, "the restarted daemon, stopped while waiting")
+}
