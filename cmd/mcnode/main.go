@@ -24,6 +24,10 @@ func (e *exitError) Error() string {
 	return e.err.Error()
 }
 
+// Unwrap gives the error behind the exit status, so that errors.Is sees a
+// cause (a cancelled join, say) through it.
+func (e *exitError) Unwrap() error { return e.err }
+
 // Exit statuses of mcnode itself (mcnode lock otherwise exits with its
 // command's status).
 const (

@@ -342,6 +342,22 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 	}, "starting the quorum node", release, nil
 }
 
+// leaveDiscovery leaves the multicast group in which a quorum-mode daemon
+// found its peers, once its node, closed by closeNode, could not be started
+// again: the daemon exits, and its place in that group would otherwise
+// stay until the group noticed the silence.
+func leaveDiscovery(l locker, log zerolog.Logger) {
+	d, ok := l.(daemonNode)
+	if !ok || d.via == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	if err := d.via.Leave(ctx); err != nil {
+		log.Warn().Err(err).Msg("leaving the group the peers were found in: not confirmed; the group will notice the silence")
+	}
+}
+
 // closeNode closes a quorum-mode daemon's node alone, keeping the multicast
 // group it found its peers in (a node declared failed starts anew as the
 // same node of the group).

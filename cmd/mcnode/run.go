@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -100,7 +101,9 @@ func runCommand() *cli.Command {
 					log.Error().Msg("the node stopped: its peers declared it failed; starting it anew, as a new incarnation")
 					j.ready.Store(nil)
 					closeNode(g)
+					old := g
 					if g, err = start(ctx); err != nil {
+						leaveDiscovery(old, log)
 						return stoppedBeforeJoining(ctx, err, log)
 					}
 					continue
@@ -120,10 +123,12 @@ func runCommand() *cli.Command {
 
 // stoppedBeforeJoining is the outcome of a start that failed with err: the
 // error itself, unless the operator asked the daemon to stop (ctx is done)
-// while it was still joining, which is no failure: the start gave up because
-// it was told to, and there is no group to leave yet.
+// while it was still joining and the start gave up for that reason, which is
+// no failure: there is no group to leave yet. A start that failed for a
+// reason of its own (a port taken, a key file gone) just as the signal came
+// is still a failure.
 func stoppedBeforeJoining(ctx context.Context, err error, log zerolog.Logger) error {
-	if ctx.Err() == nil {
+	if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 		return err
 	}
 	log.Debug().Err(err).Msg("the start gave up")

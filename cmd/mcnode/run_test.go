@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+// A start that gave up because the daemon was told to stop is no failure;
+// one that failed for a reason of its own is one, even if a signal came at
+// the same time (it used to exit 0 then).
+func TestStoppedBeforeJoining(t *testing.T) {
+	live := context.Background()
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	gaveUp := fmt.Errorf("group: joining %q: %w", "g", context.Canceled)
+	failed := errors.New("--listen 127.0.0.1:7000: address already in use")
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want error
+	}{
+		{"gave up on the stop", stopped, gaveUp, nil},
+		{"failed as the stop came", stopped, failed, failed},
+		{"failed, no stop", live, failed, failed},
+		{"cancelled from elsewhere, no stop", live, gaveUp, gaveUp},
+	} {
+		if got := stoppedBeforeJoining(c.ctx, c.err, zerolog.Nop()); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
