@@ -151,13 +151,33 @@ func lockAction(c *cli.Context) error {
 // terminal's process group, and a Ctrl-Z would stop it alone while mcnode
 // lock, not stopped, kept the terminal from the shell and the lock held:
 // there the signal is ignored, and the command inherits that, as before.
+// Started with the signal ignored already, mcnode lock leaves it so: it
+// cannot be stopped by it, and the command inherits what its caller chose.
 func holdStop(foreground bool) {
-	if foreground {
+	if foreground || ignoredNow(syscall.SIGTSTP) {
 		signal.Ignore(syscall.SIGTSTP)
 		return
 	}
 	tstp := make(chan os.Signal, 1) // nothing reads it: a full channel drops the rest
 	signal.Notify(tstp, syscall.SIGTSTP)
+}
+
+// ignoredNow reports whether sig is ignored in this process, as the kernel
+// says (SigIgn in /proc/self/status). signal.Ignored does not know of an
+// ignore inherited for a signal the Go runtime leaves alone until asked,
+// such as SIGTSTP.
+func ignoredNow(sig syscall.Signal) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			return err == nil && mask&(1<<(sig-1)) != 0
+		}
+	}
+	return false
 }
 
 // inTerminalForeground reports whether this process's group is, now, the

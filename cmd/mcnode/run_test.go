@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/signal"
+	"syscall"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -32,5 +34,18 @@ func TestStoppedBeforeJoining(t *testing.T) {
 		if got := stoppedBeforeJoining(c.ctx, c.err, zerolog.Nop()); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// ignoredNow reads the kernel's disposition, which signal.Ignored does not
+// know for an ignore inherited across exec.
+func TestIgnoredNow(t *testing.T) {
+	if ignoredNow(syscall.SIGUSR2) {
+		t.Fatal("SIGUSR2 ignored before anything ignored it")
+	}
+	signal.Ignore(syscall.SIGUSR2)
+	defer signal.Reset(syscall.SIGUSR2)
+	if !ignoredNow(syscall.SIGUSR2) {
+		t.Fatal("SIGUSR2 not seen ignored after signal.Ignore")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,6 +66,19 @@ func TestE2ELockCommandSignals(t *testing.T) {
 		if bit := uint64(1) << (syscall.SIGTSTP - 1); (mask&bit != 0) != fg {
 			t.Errorf("mcnode %s: the command's SigIgn %016x; want SIGTSTP (%#x) ignored only with --foreground", strings.Join(args, " "), mask, bit)
 		}
+	}
+	// Started with SIGTSTP ignored (by whoever ran it), mcnode lock leaves
+	// the command that ignore, as exec would have.
+	cmd := c.mcnode(0, "lock", "s", "--", "grep", "^SigIgn:", "/proc/self/status")
+	self := slices.Index(cmd.Args, os.Args[0])
+	cmd.Args = slices.Insert(cmd.Args, self, "sh", "-c", `trap "" TSTP; exec "$0" "$@"`)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mcnode lock with SIGTSTP ignored: %v: %s", err, out)
+	}
+	mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(out), "SigIgn:")), 16, 64)
+	if bit := uint64(1) << (syscall.SIGTSTP - 1); err != nil || mask&bit == 0 {
+		t.Errorf("mcnode lock started with SIGTSTP ignored: the command's SigIgn %q (%v); want SIGTSTP (%#x) still ignored", out, err, bit)
 	}
 
 	// Ctrl-Z (here a SIGTSTP to mcnode lock alone) does not stop mcnode
