@@ -71,6 +71,9 @@ type response struct {
 	Lost    string      `json:"lost,omitempty"`
 	Status  *statusView `json:"status,omitempty"`
 	Keys    []string    `json:"keys,omitempty"` // key IDs, the one sealing first
+	// Warning: a key operation was carried out, but not all of it (the
+	// key file not rewritten).
+	Warning string `json:"warning,omitempty"`
 	// Members are the other members' key IDs after a key operation.
 	Members []memberKeys `json:"members,omitempty"`
 }
@@ -232,6 +235,9 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 		if err != nil {
 			_ = enc.Encode(response{Error: err.Error()})
 			return
+		}
+		if r.Warning != "" {
+			log.Warn().Str("op", req.Op).Msg(r.Warning)
 		}
 		_ = enc.Encode(r)
 	default:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -192,5 +193,77 @@ func keyRotation(t *testing.T, quorum bool) {
 	}
 	if out, err := c.mcnode(1, "keys", "remove", nextID).CombinedOutput(); err == nil {
 		t.Fatalf("the key that seals was removed: %s", out)
+	}
+}
+
+// A key file the daemon cannot rewrite (docs/mcnode.service hands it over
+// read-only) does not stop a key change: the running node and every other
+// member make it, and mcnode keys warns, for that node, that a restart
+// undoes it. It used to fail there, before asking the other members.
+func TestE2EKeyFileReadOnly(t *testing.T) {
+	const hosts = 2
+	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
+	first := filepath.Join(c.dir, "first.key")
+	if out, err := c.mcnode(0, "keygen", first).CombinedOutput(); err != nil {
+		t.Fatalf("mcnode keygen: %v: %s", err, out)
+	}
+	data, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyfile := func(i int) string { return filepath.Join(c.dir, fmt.Sprintf("keys%d", i), "group.key") }
+	for i := range hosts {
+		if err := os.MkdirAll(filepath.Dir(keyfile(i)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyfile(i), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.env = func(i int) []string { return []string{"MCNODE_KEYFILE=" + keyfile(i)} }
+	c.startDaemon(0)
+	c.waitMembers(0, 1)
+	// Host 1's daemon sees its key directory read-only, in the mount
+	// namespace `ip netns exec` gives it (nothing outside it changes).
+	daemon := c.mcnode(1, "run")
+	self := slices.Index(daemon.Args, os.Args[0])
+	dir := filepath.Dir(keyfile(1))
+	daemon.Args = slices.Insert(daemon.Args, self, "sh", "-c", `mount --bind "$KEYDIR" "$KEYDIR" && mount -o remount,bind,ro "$KEYDIR" && exec "$0" "$@"`)
+	daemon.Env = append(daemon.Env, "KEYDIR="+dir)
+	d := c.background(daemon)
+	c.daemons[1] = daemon
+	c.waitMembers(0, 2)
+	c.waitMembers(1, 2)
+
+	next := filepath.Join(c.dir, "next.key")
+	if out, err := c.mcnode(0, "keygen", next).CombinedOutput(); err != nil {
+		t.Fatalf("mcnode keygen: %v: %s", err, out)
+	}
+	for _, from := range []int{0, 1} { // asked on the read-only host, and of it
+		out, err := c.mcnode(from, "keys", "install", next).CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcnode keys install on host %d: %v: %s\ndaemon 1: %s", from, err, out, d.out)
+		}
+		if got := strings.Count(string(out), "(seals)"); got != hosts {
+			t.Errorf("mcnode keys install on host %d listed %d members' keys, want %d: %s", from, got, hosts, out)
+		}
+		if n := strings.Count(string(out), "warning: the running node has the change, but its key file "+keyfile(1)+" was not rewritten"); n != 1 {
+			t.Errorf("mcnode keys install on host %d warned %d times of host 1's key file, want once: %s", from, n, out)
+		}
+		if strings.Contains(string(out), keyfile(0)) {
+			t.Errorf("host 0's key file, which was rewritten, is warned of: %s", out)
+		}
+	}
+	for i := range hosts {
+		out, err := c.mcnode(i, "keys", "list", "--local").CombinedOutput()
+		if err != nil || strings.Count(string(out), "\n") != 2 {
+			t.Errorf("host %d's keys after the install: %v: %s", i, err, out)
+		}
+	}
+	if keys, err := seal.LoadKeyFile(keyfile(1)); err != nil || len(keys) != 1 {
+		t.Errorf("host 1's read-only key file: %d keys, %v; want the first alone", len(keys), err)
+	}
+	if keys, err := seal.LoadKeyFile(keyfile(0)); err != nil || len(keys) != 2 {
+		t.Errorf("host 0's key file: %d keys, %v; want both", len(keys), err)
 	}
 }

@@ -65,10 +65,46 @@ func changeKeyRing(kr keyRing, req request) ([]string, error) {
 			err = kr.removeKey(id)
 		}
 	}
+	var unsaved *keyFileNotRewritten
+	if errors.As(err, &unsaved) {
+		// The change is made: what is lost is only that a restart keeps
+		// it. The caller says so, and goes on.
+		ids, lerr := keyIDsOf(kr)
+		if lerr != nil {
+			return nil, lerr
+		}
+		return ids, err
+	}
 	if err != nil {
 		return nil, err
 	}
 	return keyIDsOf(kr)
+}
+
+// keyFileNotRewritten: a key change was made to the running node, but its
+// key file could not be rewritten, so a restart undoes the change. That is
+// the case by design under docs/mcnode.service, whose key file systemd
+// hands over read-only; the change is then to be made in the file the
+// service loads it from as well.
+type keyFileNotRewritten struct {
+	path string
+	err  error
+}
+
+func (e *keyFileNotRewritten) Error() string {
+	return fmt.Sprintf("the running node has the change, but its key file %s was not rewritten, so a restart undoes it (update the file it is loaded from too): %v", e.path, e.err)
+}
+
+func (e *keyFileNotRewritten) Unwrap() error { return e.err }
+
+// warningOf splits off from err the part that is only a warning (the key
+// file not rewritten): what to tell the user, and the error left.
+func warningOf(err error) (warning string, rest error) {
+	var unsaved *keyFileNotRewritten
+	if errors.As(err, &unsaved) {
+		return unsaved.Error(), nil
+	}
+	return "", err
 }
 
 // manageKeys carries out a key operation of the control protocol: on this
@@ -84,7 +120,8 @@ func manageKeys(g locker, req request) (response, error) {
 	agent := keyAgentOf(g)
 	if req.Local || agent == nil {
 		ids, err := changeKeyRing(kr, req)
-		return response{OK: true, Keys: ids}, err
+		warning, err := warningOf(err)
+		return response{OK: true, Keys: ids, Warning: warning}, err
 	}
 	ctx := context.Background()
 	if st, err := agent.l.Status(); err != nil {
@@ -104,6 +141,7 @@ func manageKeys(g locker, req request) (response, error) {
 		}
 	}
 	ids, err := changeKeyRing(kr, req)
+	warning, err := warningOf(err)
 	if err != nil {
 		return response{}, err
 	}
@@ -112,7 +150,7 @@ func manageKeys(g locker, req request) (response, error) {
 		k, _ := seal.ParseKey(req.Key) // parsed by changeKeyRing
 		id = seal.FormatID(k.ID())
 	}
-	return response{OK: true, Keys: ids, Members: agent.ask(ctx, req.Op, id, req.Path)}, nil
+	return response{OK: true, Keys: ids, Warning: warning, Members: agent.ask(ctx, req.Op, id, req.Path)}, nil
 }
 
 // keysAllowed checks, from every member's key IDs, that req cuts nobody off.
@@ -250,7 +288,7 @@ func (d daemonNode) changeKeys(change func(keyedNode) error) error {
 		err = seal.ReplaceKeyFile(d.keyfile, keys...)
 	}
 	if err != nil {
-		return fmt.Errorf("the running node has the change, but the key file was not rewritten (a restart would undo it): %w", err)
+		return &keyFileNotRewritten{path: d.keyfile, err: err}
 	}
 	return nil
 }
@@ -290,6 +328,9 @@ func keysCommand() *cli.Command {
 		if len(r.Members) > 0 {
 			fmt.Println("this node:")
 		}
+		if r.Warning != "" {
+			fmt.Printf("  warning: %s\n", r.Warning)
+		}
 		printKeyIDs("  ", r.Keys)
 		var failed []string
 		for _, m := range r.Members {
@@ -301,6 +342,8 @@ func keysCommand() *cli.Command {
 			case m.Error != "":
 				fmt.Printf("  failed: %s\n", m.Error)
 				failed = append(failed, fmt.Sprint(m.Node))
+			case m.Warning != "":
+				fmt.Printf("  warning: %s\n", m.Warning)
 			}
 			printKeyIDs("  ", m.Keys)
 		}
@@ -349,7 +392,9 @@ func keysCommand() *cli.Command {
 			"lack is cut off from them. A member that did not answer is named, and the\n" +
 			"status is 1: run the command again, or on that host with --local (this daemon\n" +
 			"only). Spreading needs the daemons to run; a stopped member's key file must be\n" +
-			"changed by hand.",
+			"changed by hand. A member whose key file cannot be rewritten (read-only, as\n" +
+			"under docs/mcnode.service) makes the change all the same, and is named with a\n" +
+			"warning: a restart would undo it there, so change that file by hand too.",
 		OnUsageError: onUsageError,
 		Action:       unknownCommand("mcnode keys"),
 		Subcommands: []*cli.Command{

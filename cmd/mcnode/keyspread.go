@@ -53,6 +53,9 @@ type keyMessage struct {
 	Reply bool     `json:"reply,omitempty"`
 	Keys  []string `json:"keys,omitempty"`  // an answer: the member's key IDs, the sealing one first
 	Error string   `json:"error,omitempty"` // an answer: why the member could not
+	// Warning: an answer: the change was made, but not all of it (the key
+	// file not rewritten).
+	Warning string `json:"warning,omitempty"`
 }
 
 // memberKeys is one member's answer, as the control protocol reports it.
@@ -62,6 +65,7 @@ type memberKeys struct {
 	Answered bool     `json:"answered"`
 	Keys     []string `json:"keys,omitempty"`
 	Error    string   `json:"error,omitempty"`
+	Warning  string   `json:"warning,omitempty"`
 }
 
 // keyAgent carries out the key requests other members publish, and
@@ -120,14 +124,18 @@ func (a *keyAgent) answer(from uint64, m keyMessage) {
 	if !seen {
 		reply = keyMessage{Req: m.Req, Reply: true}
 		ids, err := a.apply(m)
+		warning, err := warningOf(err)
 		if err != nil {
 			reply.Error = err.Error()
 		}
+		reply.Warning = warning
 		reply.Keys = ids
 		if m.Op != "keys" {
 			ev := a.log.Info()
 			if err != nil {
 				ev = a.log.Warn().Err(err)
+			} else if warning != "" {
+				ev = a.log.Warn().Str("warning", warning)
 			}
 			ev.Uint64("from", from).Str("op", m.Op).Strs("keys", ids).Msg("group key change asked by a member")
 		}
@@ -217,7 +225,7 @@ func (a *keyAgent) ask(ctx context.Context, op, id, path string) []memberKeys {
 			a.publish(req)
 		case an := <-answers:
 			if m, ok := got[an.from]; ok && !m.Answered {
-				m.Answered, m.Keys, m.Error = true, an.msg.Keys, an.msg.Error
+				m.Answered, m.Keys, m.Error, m.Warning = true, an.msg.Keys, an.msg.Error, an.msg.Warning
 				missing--
 			}
 		}
