@@ -44,7 +44,8 @@ func lockCommand() *cli.Command {
 			"sends its Ctrl-C and Ctrl-\\ to COMMAND too). Ctrl-Z does not stop mcnode lock while\n" +
 			"it holds the lock; with --foreground it stops neither (COMMAND inherits it ignored).\n" +
 			"If the lock is lost while it runs, the process group gets SIGTERM, then SIGKILL\n" +
-			"after half the group's lease margin, before the group can hand the lock on.\n" +
+			"after half the group's lease margin (at least 40 ms, at most 1 s), before the\n" +
+			"group can hand the lock on.\n" +
 			"Through a daemon, COMMAND inherits the lock's connection: if mcnode lock is\n" +
 			"killed, the lock is held until COMMAND and every process it started have exited,\n" +
 			"as with flock(1). Without a daemon, COMMAND is killed if mcnode lock is.\n\n" +
@@ -55,7 +56,8 @@ func lockCommand() *cli.Command {
 			"and is granted in the protocol's order (request timestamps, or FIFO per arbiter\n" +
 			"for kakugawa); --nonblock means \"not granted within 200 ms\" (the protocols\n" +
 			"cannot ask without queueing; a request given up on is released once granted);\n" +
-			"a lost lock's COMMAND gets SIGTERM and, 10 ms later, SIGKILL.",
+			"a lost lock's COMMAND gets SIGTERM and SIGKILL as above, after half the quorum\n" +
+			"node's lease margin (40 ms where it has none).",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "timeout", Aliases: []string{"w"}, EnvVars: []string{"MCNODE_LOCK_TIMEOUT"},
 				Usage: "give up waiting for the lock after this long (0: wait forever)"},

@@ -100,11 +100,14 @@ func withCommon(cmd *cli.Command) *cli.Command {
 }
 
 // withGroupDefault gives a command a --group default of its own (the game
-// must not join the locks' group by default).
+// must not join the locks' group, by default or through MCNODE_GROUP).
 func withGroupDefault(cmd *cli.Command, group string) *cli.Command {
 	for _, f := range cmd.Flags {
 		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "group" {
 			sf.Value = group
+			// MCNODE_GROUP names the group the user's locks live in: a
+			// game started from the same shell must not join it.
+			sf.EnvVars = nil
 		}
 	}
 	return cmd

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/signal"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -47,5 +48,37 @@ func TestIgnoredNow(t *testing.T) {
 	defer signal.Reset(syscall.SIGUSR2)
 	if !ignoredNow(syscall.SIGUSR2) {
 		t.Fatal("SIGUSR2 not seen ignored after signal.Ignore")
+	}
+}
+
+// The game plays in a group of its own: MCNODE_GROUP, exported for the
+// user's locks, must not take it into theirs; the other commands read it.
+func TestGameIgnoresMCNODEGROUP(t *testing.T) {
+	type flag interface {
+		Names() []string
+		GetValue() string
+		GetEnvVars() []string
+	}
+	groupFlag := func(name string) flag {
+		for _, cmd := range newApp().Commands {
+			if cmd.Name != name {
+				continue
+			}
+			for _, f := range cmd.Flags {
+				if gf, ok := f.(flag); ok && slices.Contains(gf.Names(), "group") {
+					return gf
+				}
+			}
+		}
+		t.Fatalf("mcnode %s has no --group", name)
+		return nil
+	}
+	if g := groupFlag("game"); g.GetValue() != "mcnode-game" || len(g.GetEnvVars()) != 0 {
+		t.Errorf("game --group: default %q, environment %v; want mcnode-game and none", g.GetValue(), g.GetEnvVars())
+	}
+	for _, name := range []string{"run", "lock", "status"} {
+		if g := groupFlag(name); !slices.Contains(g.GetEnvVars(), "MCNODE_GROUP") {
+			t.Errorf("%s --group does not read MCNODE_GROUP: %v", name, g.GetEnvVars())
+		}
 	}
 }
