@@ -121,9 +121,8 @@ func listen(path string) (net.Listener, error) {
 	if err := privateDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("a daemon for this group already serves %s", path)
+	if err := notServed(path); err != nil {
+		return nil, err
 	}
 	_ = os.Remove(path)
 	l, err := net.Listen("unix", path)
@@ -132,6 +131,15 @@ func listen(path string) (net.Listener, error) {
 	}
 	_ = os.Chmod(path, 0o600)
 	return l, nil
+}
+
+// notServed fails if a daemon answers at the control socket path.
+func notServed(path string) error {
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("a daemon for this group already serves %s", path)
+	}
+	return nil
 }
 
 const (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -328,8 +329,11 @@ func keysCommand() *cli.Command {
 		if len(r.Members) > 0 {
 			fmt.Println("this node:")
 		}
+		// A warning goes to stderr, where a script's captured output does
+		// not hide it, and named there after the listing.
+		var warnings []string
 		if r.Warning != "" {
-			fmt.Printf("  warning: %s\n", r.Warning)
+			warnings = append(warnings, "this node: "+r.Warning)
 		}
 		printKeyIDs("  ", r.Keys)
 		var failed []string
@@ -343,9 +347,12 @@ func keysCommand() *cli.Command {
 				fmt.Printf("  failed: %s\n", m.Error)
 				failed = append(failed, fmt.Sprint(m.Node))
 			case m.Warning != "":
-				fmt.Printf("  warning: %s\n", m.Warning)
+				warnings = append(warnings, fmt.Sprintf("node %d (%s): %s", m.Node, m.Addr, m.Warning))
 			}
 			printKeyIDs("  ", m.Keys)
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(os.Stderr, "mcnode: warning: %s\n", w)
 		}
 		if len(failed) > 0 {
 			return &exitError{code: 1, err: fmt.Errorf("done here and on %d of %d other members; not on node %s: run the same command again (members do a change once), or on those hosts with --local", len(r.Members)-len(failed), len(r.Members), strings.Join(failed, ", "))}

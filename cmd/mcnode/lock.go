@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -111,8 +112,14 @@ func lockAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx := base
+	if caught := catchable(os.Interrupt, syscall.SIGTERM); len(caught) > 0 { // none would mean all
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(base, caught...)
+		defer stop()
+	}
 	holdStop(c.Bool("foreground"))
 	actx := ctx
 	if t := c.Duration("timeout"); t > 0 {
@@ -156,7 +163,7 @@ func lockAction(c *cli.Context) error {
 // Started with the signal ignored already, mcnode lock leaves it so: it
 // cannot be stopped by it, and the command inherits what its caller chose.
 func holdStop(foreground bool) {
-	if foreground || ignoredNow(syscall.SIGTSTP) {
+	if foreground || inheritedIgnore(syscall.SIGTSTP) {
 		signal.Ignore(syscall.SIGTSTP)
 		return
 	}
@@ -164,22 +171,46 @@ func holdStop(foreground bool) {
 	signal.Notify(tstp, syscall.SIGTSTP)
 }
 
-// ignoredNow reports whether sig is ignored in this process, as the kernel
-// says (SigIgn in /proc/self/status). signal.Ignored does not know of an
-// ignore inherited for a signal the Go runtime leaves alone until asked,
-// such as SIGTSTP.
-func ignoredNow(sig syscall.Signal) bool {
+// ignoredAtStart is the set of signals this process started with ignored,
+// as the kernel says (SigIgn in /proc/self/status), read before anything
+// here catches one. A caller that ignores SIGINT (a shell running
+// `mcnode lock ... &` without job control) or SIGTSTP means the command to
+// ignore it too; catching it here would reset it to the default in the
+// command, as exec does for every caught signal. signal.Ignored cannot tell
+// for SIGTSTP: the Go runtime does not record an inherited ignore of a
+// signal it leaves alone until asked. (SIGQUIT's and SIGTERM's cannot be
+// kept: the runtime installs its own handlers for them as it starts.)
+var ignoredAtStart = sigIgnMask()
+
+// sigIgnMask reads the signals ignored now, one bit per signal number
+// (bit 0 for signal 1).
+func sigIgnMask() uint64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return false
+		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
 			mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
-			return err == nil && mask&(1<<(sig-1)) != 0
+			if err != nil {
+				return 0
+			}
+			return mask
 		}
 	}
-	return false
+	return 0
+}
+
+// inheritedIgnore reports whether sig was ignored when this process started.
+func inheritedIgnore(sig syscall.Signal) bool { return ignoredAtStart&(1<<(sig-1)) != 0 }
+
+// catchable is sigs without those this process started with ignored, which
+// it leaves ignored, for itself and its command.
+func catchable(sigs ...os.Signal) []os.Signal {
+	return slices.DeleteFunc(sigs, func(s os.Signal) bool {
+		ss, ok := s.(syscall.Signal)
+		return ok && inheritedIgnore(ss)
+	})
 }
 
 // inTerminalForeground reports whether this process's group is, now, the
@@ -486,7 +517,9 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	}
 	log.Debug().Str("lock", name).Uint64("token", h.token).Int("pid", cmd.Process.Pid).Msg("running under lock")
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	if caught := catchable(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT); len(caught) > 0 {
+		signal.Notify(sigs, caught...)
+	}
 	defer signal.Stop(sigs)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -304,7 +304,11 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 		if last != nil {
 			// Started anew (declared failed): as the same node of the same
 			// group (the peers it found, the multicast group it found them
-			// in), with the key file as it is now (rotated since, maybe).
+			// in), with the keys the last node had: `mcnode keys` changed
+			// them in the running node and, where it could, in the key
+			// file; where it could not (read-only, as under the service),
+			// the file is behind the group, and a node started from it
+			// would seal with a key the others may have dropped.
 			if addr := c.String("listen"); addr != "" {
 				// The last node closed the listener.
 				l, err := net.Listen("tcp", addr)
@@ -313,8 +317,8 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 				}
 				cfg.Listener = l
 			}
-			if path := c.String("keyfile"); path != "" {
-				keys, err := seal.LoadKeyFile(path)
+			if c.String("keyfile") != "" {
+				keys, err := last.liveKeys(c.String("keyfile"))
 				if err != nil {
 					return nil, &exitError{code: 1, err: fmt.Errorf("--keyfile: %w", err)}
 				}
@@ -340,6 +344,17 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 		last = &d
 		return d, nil
 	}, "starting the quorum node", release, nil
+}
+
+// liveKeys are the keys d's node holds, or, if it holds none (it cannot
+// tell), those of the key file at path.
+func (d daemonNode) liveKeys(path string) ([]seal.Key, error) {
+	if k, err := d.keyed(); err == nil {
+		if keys, err := k.KeyRing(); err == nil && len(keys) > 0 {
+			return keys, nil
+		}
+	}
+	return seal.LoadKeyFile(path)
 }
 
 // leaveDiscovery leaves the multicast group in which a quorum-mode daemon

@@ -48,6 +48,12 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// A daemon already there is told apart at once from one that
+			// shares the state directory only (prepareNode waits for that
+			// one in case it is leaving).
+			if err := notServed(path); err != nil {
+				return &exitError{code: 1, err: err}
+			}
 			start, why, release, err := prepareNode(c, log)
 			if err != nil {
 				return err

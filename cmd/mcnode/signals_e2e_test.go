@@ -67,18 +67,22 @@ func TestE2ELockCommandSignals(t *testing.T) {
 			t.Errorf("mcnode %s: the command's SigIgn %016x; want SIGTSTP (%#x) ignored only with --foreground", strings.Join(args, " "), mask, bit)
 		}
 	}
-	// Started with SIGTSTP ignored (by whoever ran it), mcnode lock leaves
-	// the command that ignore, as exec would have.
+	// Started with SIGINT and SIGTSTP ignored (by whoever ran it: a shell
+	// without job control ignores SIGINT for `cmd &`), mcnode lock leaves
+	// the command those ignores, as exec would have. (Not SIGQUIT's: the Go
+	// runtime takes that signal over before mcnode can see it was ignored.)
 	cmd := c.mcnode(0, "lock", "s", "--", "grep", "^SigIgn:", "/proc/self/status")
 	self := slices.Index(cmd.Args, os.Args[0])
-	cmd.Args = slices.Insert(cmd.Args, self, "sh", "-c", `trap "" TSTP; exec "$0" "$@"`)
+	cmd.Args = slices.Insert(cmd.Args, self, "sh", "-c", `trap "" INT TSTP; exec "$0" "$@"`)
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("mcnode lock with SIGTSTP ignored: %v: %s", err, out)
+		t.Fatalf("mcnode lock with SIGINT and SIGTSTP ignored: %v: %s", err, out)
 	}
 	mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(out), "SigIgn:")), 16, 64)
-	if bit := uint64(1) << (syscall.SIGTSTP - 1); err != nil || mask&bit == 0 {
-		t.Errorf("mcnode lock started with SIGTSTP ignored: the command's SigIgn %q (%v); want SIGTSTP (%#x) still ignored", out, err, bit)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTSTP} {
+		if bit := uint64(1) << (sig - 1); err != nil || mask&bit == 0 {
+			t.Errorf("mcnode lock started with %v ignored: the command's SigIgn %q (%v); want it (%#x) still ignored", sig, out, err, bit)
+		}
 	}
 
 	// Ctrl-Z (here a SIGTSTP to mcnode lock alone) does not stop mcnode
@@ -261,11 +265,16 @@ func TestE2ENonblockStoppedDaemon(t *testing.T) {
 // finds the record the killed one left: it waits for the group).
 func TestE2ERunStateDirectoryShared(t *testing.T) {
 	c := newCluster(t, 1, 1)
+	same := c.background(c.mcnode(0, "run"))
+	same.wantExit(t, 1, "the same daemon started twice")
+	if out := same.out.String(); !strings.Contains(out, "a daemon for this group already serves "+c.socket(0)) {
+		t.Errorf("the same daemon started twice says:\n%s", out)
+	}
 	other := filepath.Join(c.dir, "other.sock")
 	second := c.background(c.mcnode(0, "run", "--socket", other))
 	second.wantExit(t, 1, "a second daemon sharing the state directory")
 	out := second.out.String()
-	if !strings.Contains(out, "another daemon of this group (process "+strconv.Itoa(c.daemons[0].Process.Pid)+")") || !strings.Contains(out, "--state-dir") {
+	if !strings.Contains(out, "another daemon of this group (process "+strconv.Itoa(c.daemons[0].Process.Pid)+" on ") || !strings.Contains(out, "--state-dir") {
 		t.Errorf("the second daemon's refusal does not name the first or the remedy:\n%s", out)
 	}
 	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
