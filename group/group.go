@@ -163,10 +163,13 @@ type Group struct {
 	// ring holds the group keys (nil without); sealSeq numbers the
 	// datagrams sealed, over every incarnation of this process (the nonce
 	// is the incarnation and this number). warnedKey: the log said once that
-	// sealed datagrams arrive and this node has no key.
-	ring      *seal.Ring
-	sealSeq   uint64
-	warnedKey bool
+	// sealed datagrams arrive and this node has no key. unknownKeyWarned:
+	// when the log last said that datagrams arrive sealed with a key this
+	// node lacks.
+	ring             *seal.Ring
+	sealSeq          uint64
+	warnedKey        bool
+	unknownKeyWarned time.Time
 	// limiter drops what a source sends beyond Config.RateLimit (nil: no
 	// limit).
 	limiter *limiter
@@ -703,6 +706,7 @@ func (g *Group) open(p *Packet) bool {
 		g.stats.Unsealed++
 	case errors.Is(err, seal.ErrUnknownKey):
 		g.stats.UnknownKey++
+		g.warnUnknownKey(p)
 	case errors.Is(err, seal.ErrReplay):
 		g.stats.Replayed++
 	case errors.Is(err, seal.ErrBadMAC):
@@ -711,6 +715,24 @@ func (g *Group) open(p *Packet) bool {
 		g.stats.Malformed++
 	}
 	return false
+}
+
+// unknownKeyWarnEvery spaces the log's warnings of datagrams sealed with
+// keys this node lacks: a forger can send them as fast as it likes.
+const unknownKeyWarnEvery = time.Minute
+
+// warnUnknownKey says, at most once every unknownKeyWarnEvery, that a
+// datagram of this group arrived sealed with a key this node does not hold:
+// most often the group rotated its key while this node was away, or its key
+// file is not the group's (a daemon restarted from a file a rotation could
+// not rewrite); else someone forges them. Without it a node in that state
+// only waits for a group it cannot hear.
+func (g *Group) warnUnknownKey(p *Packet) {
+	if now := time.Now(); g.unknownKeyWarned.IsZero() || now.Sub(g.unknownKeyWarned) >= unknownKeyWarnEvery {
+		g.unknownKeyWarned = now
+		g.log.Warn().Str("from", p.Source).Str("key", seal.FormatID(seal.KeyIDOf(p.Data))).Uint64("so_far", g.stats.UnknownKey).
+			Msg("datagrams of this group arrive sealed with a key this node does not hold: if the group rotated its key, give this node the group's key file as it is now (--keyfile); if not, someone forges them")
+	}
 }
 
 // flush sends what the machine produced and handles its events, until it

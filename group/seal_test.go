@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/group/memnet"
 	"github.com/mcnode/mcnode/seal"
@@ -48,12 +50,22 @@ func TestKeyedGroupAdmitsOnlyKeyHolders(t *testing.T) {
 			cfg := memConfig(net)
 			cfg.Keys = outsider.keys
 			cfg.Bootstrap = false
+			var logged lockedLog
+			cfg.Logger = zerolog.New(&logged)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			g, err := group.Join(ctx, cfg)
 			cancel()
 			if err == nil {
 				g.Close()
 				t.Fatalf("a node with %s joined a keyed group", outsider.name)
+			}
+			// It says why it hears no group: the group's key is not its
+			// key (once, for the many datagrams it could not open).
+			if outsider.drop == group.DropUnknownKey {
+				out := logged.String()
+				if n := strings.Count(out, "sealed with a key this node does not hold"); n != 1 || !strings.Contains(out, seal.FormatID(key.ID())) {
+					t.Errorf("the node with another key warned %d times of the group's key %s, want once: %s", n, seal.FormatID(key.ID()), out)
+				}
 			}
 			st, err := gs[0].Status()
 			if err != nil {
@@ -327,4 +339,22 @@ func TestKeyOperationsWithoutAKey(t *testing.T) {
 			t.Errorf("InstallKey on an unkeyed node: %v", err)
 		}
 	})
+}
+
+// lockedLog is a log writer the group's goroutines and the test share.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

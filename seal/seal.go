@@ -250,6 +250,15 @@ func associated(clear []byte, to string) []byte {
 	return append(append(ad, byte(len(to))), to...)
 }
 
+// KeyIDOf is the ID of the key a sealed datagram names, as it says (0 if
+// it is too short to name one). Nothing vouches for it before Open.
+func KeyIDOf(datagram []byte) uint32 {
+	if len(datagram) < wire.HeaderLen+4 {
+		return 0
+	}
+	return binary.BigEndian.Uint32(datagram[wire.HeaderLen:])
+}
+
 // Open authenticates and decrypts a sealed datagram that reached this node
 // at "to" (Multicast, or this node's own address), and returns it as
 // wire.Codec decodes it (the header's sealed flag cleared). A datagram is
@@ -267,7 +276,7 @@ func (r *Ring) Open(datagram []byte, to string) ([]byte, error) {
 		return nil, ErrShort
 	}
 	clear := datagram[:wire.HeaderLen+12]
-	id := binary.BigEndian.Uint32(clear[wire.HeaderLen:])
+	id := KeyIDOf(datagram)
 	seq := binary.BigEndian.Uint64(clear[wire.HeaderLen+4:])
 	i := r.find(id)
 	if i < 0 {
