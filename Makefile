@@ -29,13 +29,16 @@ vet:
 # Coverage-guided fuzzing of the decoders and the state machines (not part of
 # `make test`, which replays each target's testdata/fuzz corpus).
 fuzz:
-	$(GO) test ./wire -run '^$$' -fuzz FuzzDecode -fuzztime 60s
-	$(GO) test ./wire -run '^$$' -fuzz FuzzSnapshot -fuzztime 30s
-	$(GO) test ./quorumfallback/qnet -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s
-	$(GO) test ./quorumfallback/protocols -run '^$$' -fuzz FuzzMachineStep -fuzztime 30s
-	$(GO) test ./arbiter -run '^$$' -fuzz FuzzStep -fuzztime 60s
-	$(GO) test ./seal -run '^$$' -fuzz FuzzOpen -fuzztime 60s
-	$(GO) test ./group -run '^$$' -fuzz FuzzReceiveSealed -fuzztime 120s
+	$(GO) test ./wire -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s
+	$(GO) test ./wire -run '^$$' -fuzz '^FuzzDecodeFast$$' -fuzztime 30s
+	$(GO) test ./wire -run '^$$' -fuzz '^FuzzAppendFast$$' -fuzztime 30s
+	$(GO) test ./wire -run '^$$' -fuzz '^FuzzSnapshot$$' -fuzztime 30s
+	$(GO) test ./quorumfallback/qnet -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 30s
+	$(GO) test ./quorumfallback/protocols -run '^$$' -fuzz '^FuzzMachineStep$$' -fuzztime 30s
+	$(GO) test ./arbiter -run '^$$' -fuzz '^FuzzStep$$' -fuzztime 60s
+	$(GO) test ./seal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 60s
+	$(GO) test ./group/sockfilter -run '^$$' -fuzz '^FuzzAddressed$$' -fuzztime 30s
+	$(GO) test ./group -run '^$$' -fuzz '^FuzzReceiveSealed$$' -fuzztime 120s
 
 # The multicast arbiter against every quorum protocol, side by side (a few
 # minutes; docs/BENCHMARKS.md shows one run). Add flags with ARGS=...

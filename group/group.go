@@ -689,7 +689,8 @@ func arrival(p Packet) time.Time {
 // open authenticates and decrypts a datagram with the group key, in place,
 // and reports whether it may go on; what may not is counted by reason.
 func (g *Group) open(p *Packet) bool {
-	if grp, ok := wire.PeekGroup(p.Data); ok && grp != g.id {
+	grp, named := wire.PeekGroup(p.Data) // named: a header that names its group
+	if named && grp != g.id {
 		g.stats.Foreign++ // no decryption spent on another group's datagrams
 		return false
 	}
@@ -706,7 +707,9 @@ func (g *Group) open(p *Packet) bool {
 		g.stats.Unsealed++
 	case errors.Is(err, seal.ErrUnknownKey):
 		g.stats.UnknownKey++
-		g.warnUnknownKey(p)
+		if named { // this group's (others returned above), not noise that only looks sealed
+			g.warnUnknownKey(p)
+		}
 	case errors.Is(err, seal.ErrReplay):
 		g.stats.Replayed++
 	case errors.Is(err, seal.ErrBadMAC):

@@ -349,6 +349,8 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 // liveKeys are the keys d's node holds, or, if it holds none (it cannot
 // tell), those of the key file at path.
 func (d daemonNode) liveKeys(path string) ([]seal.Key, error) {
+	keyChanges.Lock() // a change another member asked for may be under way
+	defer keyChanges.Unlock()
 	if k, err := d.keyed(); err == nil {
 		if keys, err := k.KeyRing(); err == nil && len(keys) > 0 {
 			return keys, nil

@@ -35,6 +35,7 @@ func TestRestartKeepsTheLiveKeys(t *testing.T) {
 	if err := d.useKey(next.ID()); err != nil {
 		t.Fatal(err)
 	}
+	n.Close() // as the node declared failed is, before it starts anew
 	keys, err := d.liveKeys(path)
 	if err != nil {
 		t.Fatal(err)

@@ -116,6 +116,10 @@ func runCommand() *cli.Command {
 				}
 				break
 			}
+			// No new client from here: a daemon started in its place
+			// meanwhile finds the socket unserved, and waits for the
+			// state directory until this one has left (claimState).
+			l.Close()
 			log.Info().Msg("leaving the group")
 			lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 			defer cancel()

@@ -299,3 +299,52 @@ func TestE2ERunStateDirectoryShared(t *testing.T) {
 	}
 	again.wantClean(t, "the restarted daemon, stopped while waiting")
 }
+
+// A daemon stopped and started again at once, on the same socket and state
+// directory, takes over once the old one has left: the old one stops
+// serving its socket as it begins to leave, and the new one waits for the
+// state directory meanwhile. (It used to find the socket still served, and
+// exit with "already serves".) The old one's leave is held up here, as on a
+// slow network: the other members are stopped, so the leave waits for its
+// timeout.
+func TestE2ERunRestartedAtOnce(t *testing.T) {
+	c := newCluster(t, 3, 3)
+	old, others := c.daemons[0], c.daemons[1:]
+	for _, d := range others {
+		if err := d.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Process.Signal(syscall.SIGCONT) })
+	}
+	if err := old.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- old.Wait() }()
+	time.Sleep(200 * time.Millisecond) // the old one is leaving, unanswered
+	select {
+	case err := <-exited:
+		t.Fatalf("the old daemon exited before its leave could time out: %v", err)
+	default:
+	}
+	c.startDaemon(0)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the old daemon, stopped by SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old daemon did not exit within 10 s")
+	}
+	for _, d := range others {
+		if err := d.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The others remove the old incarnation after its lease, and admit
+	// the new one.
+	v := c.waitStatus(0, "the new daemon is a member of the group of three", func(v *statusView) bool { return v.Self != 0 && len(v.Members) == 3 })
+	if b, _ := os.ReadFile(filepath.Join(c.dir, "daemon0.log")); !strings.Contains(string(b), "waiting in case it is leaving") {
+		t.Errorf("the new daemon did not wait for the old one (members %+v):\n%s", v.Members, b)
+	}
+}

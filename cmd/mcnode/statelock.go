@@ -32,9 +32,12 @@ func claimState(base string, log zerolog.Logger) (release func(), err error) {
 	// Never through a symbolic link: the file's content is rewritten, and
 	// a link planted in a state directory others can write could point at
 	// any file the daemon may write.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	// Nor blocking on a FIFO planted there (O_NONBLOCK; the file must
+	// then prove regular).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if errors.Is(err, os.ErrPermission) {
-		f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0) // someone else's file: flock needs no write
+		// Root's file (an earlier `sudo mcnode run`): flock needs no write.
+		f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	}
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, &exitError{code: 1, err: fmt.Errorf("the state directory's lock file %s is a symbolic link: remove it (mcnode makes its own)", path)}
@@ -42,6 +45,13 @@ func claimState(base string, log zerolog.Logger) (release func(), err error) {
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot open the state directory's lock file: nothing keeps a second daemon of this group from sharing the state directory")
 		return func() {}, nil
+	}
+	// A file another user made could be held by that user to keep the
+	// daemon from starting, or name a holder of its choosing.
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || (st.Uid != uint32(os.Geteuid()) && st.Uid != 0) {
+		f.Close()
+		return nil, &exitError{code: 1, err: fmt.Errorf("the state directory's lock file %s is not a regular file of this user's or root's: remove it (mcnode makes its own), and keep the state directory to yourself", path)}
 	}
 	deadline := time.Now().Add(claimWait)
 	waited := false

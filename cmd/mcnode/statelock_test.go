@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,4 +105,27 @@ func TestClaimStateWithoutALockFile(t *testing.T) {
 		t.Fatalf("claim where no lock file can be made: %v, want a warning only", err)
 	}
 	release()
+}
+
+// A FIFO planted as the lock file neither blocks the daemon nor is taken
+// for a lock: it is refused.
+func TestClaimStateFIFO(t *testing.T) {
+	shortClaimWait(t, 0)
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "g.lock"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := claimState(filepath.Join(dir, "g"), zerolog.Nop())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("a FIFO as the lock file: %v, want it refused", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("claimState blocked on a FIFO")
+	}
 }
