@@ -16,7 +16,9 @@ import (
 
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/group/memnet"
+	"github.com/mcnode/mcnode/internal/syncbuf"
 	"github.com/mcnode/mcnode/seal"
+	"github.com/mcnode/mcnode/wire"
 )
 
 func newKey(t *testing.T) seal.Key {
@@ -50,7 +52,7 @@ func TestKeyedGroupAdmitsOnlyKeyHolders(t *testing.T) {
 			cfg := memConfig(net)
 			cfg.Keys = outsider.keys
 			cfg.Bootstrap = false
-			var logged lockedLog
+			var logged syncbuf.Buffer
 			cfg.Logger = zerolog.New(&logged)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			g, err := group.Join(ctx, cfg)
@@ -341,20 +343,74 @@ func TestKeyOperationsWithoutAKey(t *testing.T) {
 	})
 }
 
-// lockedLog is a log writer the group's goroutines and the test share.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+// The log's warning of an unknown key is for this group's datagrams sealed
+// with a key the node lacks, once for many. Noise that only looks sealed (a
+// header of no version this node speaks) and another group's datagrams
+// raise none: a forger could otherwise point it anywhere.
+func TestUnknownKeyWarning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(23)
+		cfg := memConfig(net)
+		cfg.Keys = []seal.Key{newKey(t)}
+		var logged syncbuf.Buffer
+		cfg.Logger = zerolog.New(&logged)
+		g, err := group.Join(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		codec, err := wire.NewCodec(wire.DefaultLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := newKey(t)
+		ring, err := seal.NewRing(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := uint64(0)
+		sealedFor := func(name string) []byte {
+			data, err := codec.Pack(wire.Header{Group: wire.GroupID(name), From: 9, Inc: 9}, []wire.Message{&wire.Release{Req: 1, Resource: "r"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq++
+			out, err := ring.Seal(nil, data[0], seal.Multicast, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		rogue := net.Endpoint()
+		send := func(datagrams ...[]byte) {
+			var batch []group.Datagram
+			for _, d := range datagrams {
+				batch = append(batch, group.Datagram{Data: d})
+			}
+			if err := rogue.Send(batch); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+		}
+		const warning = "sealed with a key this node does not hold"
+		noise := sealedFor(cfg.Name)
+		noise[2]++ // another version: the header names no group
+		send(noise, sealedFor("another group"), noise, sealedFor("another group"))
+		if out := logged.String(); strings.Contains(out, warning) {
+			t.Fatalf("noise and another group's datagrams raised the warning: %s", out)
+		}
+		send(sealedFor(cfg.Name), sealedFor(cfg.Name), sealedFor(cfg.Name))
+		out := logged.String()
+		if n := strings.Count(out, warning); n != 1 || !strings.Contains(out, seal.FormatID(other.ID())) {
+			t.Fatalf("this group's datagrams under key %s raised %d warnings, want one naming it: %s", seal.FormatID(other.ID()), n, out)
+		}
+		st, err := g.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Stats.Drops[group.DropUnknownKey] < 3 {
+			t.Errorf("drops %v, want at least 3 for an unknown key", st.Stats.Drops)
+		}
+	})
 }

@@ -79,6 +79,15 @@ func (c *cluster) mcnode(i int, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// underShell makes cmd, a command c.mcnode made, run mcnode from
+// `sh -c script`, which then execs it: for what must be set up in the
+// process first (an ignored signal, a mount in its own mount namespace).
+func underShell(cmd *exec.Cmd, script string) *exec.Cmd {
+	self := slices.Index(cmd.Args, os.Args[0])
+	cmd.Args = slices.Insert(cmd.Args, self, "sh", "-c", script+` && exec "$0" "$@"`)
+	return cmd
+}
+
 func (c *cluster) startDaemon(i int) {
 	c.t.Helper()
 	cmd := c.mcnode(i, "run")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcnode/mcnode/examples/game"
+	"github.com/mcnode/mcnode/internal/syncbuf"
 )
 
 // gameEnd is the last line of `mcnode game --headless --json`.
@@ -197,7 +198,7 @@ func startBots(t *testing.T, c *cluster, d time.Duration, target int, more ...st
 		if err != nil {
 			t.Fatal(err)
 		}
-		stderr := &lockedBuilder{}
+		stderr := &syncbuf.Buffer{}
 		cmd.Stderr = stderr // written by exec's copier, read by the cleanup
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -237,24 +238,6 @@ func startBots(t *testing.T, c *cluster, d time.Duration, target int, more ...st
 		time.Sleep(300 * time.Millisecond)
 	}
 	return ps
-}
-
-// lockedBuilder is a strings.Builder safe for one writer and readers.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // nextPick waits for a "pick" event of player name among p's lines after

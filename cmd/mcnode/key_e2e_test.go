@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -77,18 +76,7 @@ func keyRotation(t *testing.T, quorum bool) {
 	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
 	keyfile := func(i int) string { return filepath.Join(c.dir, fmt.Sprintf("host%d.key", i)) }
 	old := filepath.Join(c.dir, "old.key")
-	if out, err := c.mcnode(0, "keygen", old).CombinedOutput(); err != nil {
-		t.Fatalf("mcnode keygen: %v: %s", err, out)
-	}
-	data, err := os.ReadFile(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < hosts; i++ {
-		if err := os.WriteFile(keyfile(i), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	keyOnEveryHost(c, hosts, old, keyfile)
 	c.env = func(i int) []string { return []string{"MCNODE_KEYFILE=" + keyfile(i)} }
 	if quorum {
 		var peers []string
@@ -203,33 +191,15 @@ func keyRotation(t *testing.T, quorum bool) {
 func TestE2EKeyFileReadOnly(t *testing.T) {
 	const hosts = 2
 	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
-	first := filepath.Join(c.dir, "first.key")
-	if out, err := c.mcnode(0, "keygen", first).CombinedOutput(); err != nil {
-		t.Fatalf("mcnode keygen: %v: %s", err, out)
-	}
-	data, err := os.ReadFile(first)
-	if err != nil {
-		t.Fatal(err)
-	}
 	keyfile := func(i int) string { return filepath.Join(c.dir, fmt.Sprintf("keys%d", i), "group.key") }
-	for i := range hosts {
-		if err := os.MkdirAll(filepath.Dir(keyfile(i)), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(keyfile(i), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	keyOnEveryHost(c, hosts, filepath.Join(c.dir, "first.key"), keyfile)
 	c.env = func(i int) []string { return []string{"MCNODE_KEYFILE=" + keyfile(i)} }
 	c.startDaemon(0)
 	c.waitMembers(0, 1)
 	// Host 1's daemon sees its key directory read-only, in the mount
 	// namespace `ip netns exec` gives it (nothing outside it changes).
-	daemon := c.mcnode(1, "run")
-	self := slices.Index(daemon.Args, os.Args[0])
-	dir := filepath.Dir(keyfile(1))
-	daemon.Args = slices.Insert(daemon.Args, self, "sh", "-c", `mount --bind "$KEYDIR" "$KEYDIR" && mount -o remount,bind,ro "$KEYDIR" && exec "$0" "$@"`)
-	daemon.Env = append(daemon.Env, "KEYDIR="+dir)
+	daemon := underShell(c.mcnode(1, "run"), `mount --bind "$KEYDIR" "$KEYDIR" && mount -o remount,bind,ro "$KEYDIR"`)
+	daemon.Env = append(daemon.Env, "KEYDIR="+filepath.Dir(keyfile(1)))
 	d := c.background(daemon)
 	c.daemons[1] = daemon
 	c.waitMembers(0, 2)
@@ -268,5 +238,27 @@ func TestE2EKeyFileReadOnly(t *testing.T) {
 	}
 	if keys, err := seal.LoadKeyFile(keyfile(0)); err != nil || len(keys) != 2 {
 		t.Errorf("host 0's key file: %d keys, %v; want both", len(keys), err)
+	}
+}
+
+// keyOnEveryHost makes a key file at path with mcnode keygen and copies it
+// to keyfile(i) for each of the hosts (making its directory), as an
+// operator copies a group's key to every member.
+func keyOnEveryHost(c *cluster, hosts int, path string, keyfile func(int) string) {
+	c.t.Helper()
+	if out, err := c.mcnode(0, "keygen", path).CombinedOutput(); err != nil {
+		c.t.Fatalf("mcnode keygen: %v: %s", err, out)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for i := range hosts {
+		if err := os.MkdirAll(filepath.Dir(keyfile(i)), 0o700); err != nil {
+			c.t.Fatal(err)
+		}
+		if err := os.WriteFile(keyfile(i), data, 0o600); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 }

@@ -45,7 +45,8 @@ func keyRingOf(g locker) (keyRing, error) {
 
 // changeKeyRing carries out a key operation of the control protocol on
 // this daemon's ring alone and returns the key IDs afterwards, the one
-// sealing first.
+// sealing first; with a *keyFileNotRewritten if the change was made but
+// not written to the key file.
 func changeKeyRing(kr keyRing, req request) ([]string, error) {
 	var err error
 	switch req.Op {
@@ -66,20 +67,16 @@ func changeKeyRing(kr keyRing, req request) ([]string, error) {
 			err = kr.removeKey(id)
 		}
 	}
-	var unsaved *keyFileNotRewritten
-	if errors.As(err, &unsaved) {
-		// The change is made: what is lost is only that a restart keeps
-		// it. The caller says so, and goes on.
-		ids, lerr := keyIDsOf(kr)
-		if lerr != nil {
-			return nil, lerr
-		}
-		return ids, err
+	if _, failed := warningOf(err); failed != nil {
+		return nil, failed
 	}
-	if err != nil {
-		return nil, err
+	// Made, though perhaps not in the key file: then err says so, and the
+	// caller warns (warningOf) and goes on.
+	ids, lerr := keyIDsOf(kr)
+	if lerr != nil {
+		return nil, lerr
 	}
-	return keyIDsOf(kr)
+	return ids, err
 }
 
 // keyFileNotRewritten: a key change was made to the running node, but its

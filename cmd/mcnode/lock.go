@@ -112,14 +112,8 @@ func lockAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	base, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ctx := base
-	if caught := catchable(os.Interrupt, syscall.SIGTERM); len(caught) > 0 { // none would mean all
-		var stop context.CancelFunc
-		ctx, stop = signal.NotifyContext(base, caught...)
-		defer stop()
-	}
+	ctx, stop := signal.NotifyContext(context.Background(), catchable(os.Interrupt, syscall.SIGTERM)...)
+	defer stop()
 	holdStop(c.Bool("foreground"))
 	actx := ctx
 	if t := c.Duration("timeout"); t > 0 {
@@ -205,11 +199,13 @@ func sigIgnMask() uint64 {
 func inheritedIgnore(sig syscall.Signal) bool { return ignoredAtStart&(1<<(sig-1)) != 0 }
 
 // catchable is sigs without those this process started with ignored, which
-// it leaves ignored, for itself and its command.
+// it leaves ignored, for itself and its command. SIGTERM stays (the Go
+// runtime catches it from the start anyway): given with it, the list is
+// never empty, which to signal.Notify would mean every signal.
 func catchable(sigs ...os.Signal) []os.Signal {
 	return slices.DeleteFunc(sigs, func(s os.Signal) bool {
 		ss, ok := s.(syscall.Signal)
-		return ok && inheritedIgnore(ss)
+		return ok && ss != syscall.SIGTERM && inheritedIgnore(ss)
 	})
 }
 
@@ -517,9 +513,7 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	}
 	log.Debug().Str("lock", name).Uint64("token", h.token).Int("pid", cmd.Process.Pid).Msg("running under lock")
 	sigs := make(chan os.Signal, 4)
-	if caught := catchable(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT); len(caught) > 0 {
-		signal.Notify(sigs, caught...)
-	}
+	signal.Notify(sigs, catchable(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)...)
 	defer signal.Stop(sigs)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
 	"slices"
 	"syscall"
@@ -82,5 +83,20 @@ func TestGameIgnoresMCNODEGROUP(t *testing.T) {
 		if g := groupFlag(name); !slices.Contains(g.GetEnvVars(), "MCNODE_GROUP") {
 			t.Errorf("%s --group does not read MCNODE_GROUP: %v", name, g.GetEnvVars())
 		}
+	}
+}
+
+// catchable never drops SIGTERM, so that a list given with it is never
+// empty (to signal.Notify, no signal means every signal), and drops the
+// others only if this process started with them ignored.
+func TestCatchable(t *testing.T) {
+	defer func(m uint64) { ignoredAtStart = m }(ignoredAtStart)
+	ignoredAtStart = ^uint64(0) // as if started with every signal ignored
+	if got := catchable(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP); !slices.Equal(got, []os.Signal{syscall.SIGTERM}) {
+		t.Errorf("with every signal ignored at start: %v, want SIGTERM alone", got)
+	}
+	ignoredAtStart = 0
+	if got := catchable(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP); len(got) != 3 {
+		t.Errorf("with none ignored at start: %v, want all three", got)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,10 +70,7 @@ func TestE2ELockCommandSignals(t *testing.T) {
 	// without job control ignores SIGINT for `cmd &`), mcnode lock leaves
 	// the command those ignores, as exec would have. (Not SIGQUIT's: the Go
 	// runtime takes that signal over before mcnode can see it was ignored.)
-	cmd := c.mcnode(0, "lock", "s", "--", "grep", "^SigIgn:", "/proc/self/status")
-	self := slices.Index(cmd.Args, os.Args[0])
-	cmd.Args = slices.Insert(cmd.Args, self, "sh", "-c", `trap "" INT TSTP; exec "$0" "$@"`)
-	out, err := cmd.Output()
+	out, err := underShell(c.mcnode(0, "lock", "s", "--", "grep", "^SigIgn:", "/proc/self/status"), `trap "" INT TSTP`).Output()
 	if err != nil {
 		t.Fatalf("mcnode lock with SIGINT and SIGTSTP ignored: %v: %s", err, out)
 	}

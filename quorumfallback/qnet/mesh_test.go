@@ -1,7 +1,6 @@
 package qnet
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcnode/mcnode/internal/syncbuf"
 	qf "github.com/mcnode/mcnode/quorumfallback"
 )
 
@@ -45,24 +45,6 @@ func freeAddr(t *testing.T) string {
 	ls, addrs := listeners(t, 1)
 	ls[0].Close()
 	return addrs[0]
-}
-
-// syncBuffer is a log destination shared by goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func testLogger(t *testing.T) zerolog.Logger {
@@ -212,7 +194,7 @@ func TestStartInAnyOrder(t *testing.T) {
 
 func TestHelloMismatch(t *testing.T) {
 	ls, addrs := listeners(t, 2)
-	var logs [2]syncBuffer
+	var logs [2]syncbuf.Buffer
 	ms := make([]*Mesh, 2)
 	for i := range ms {
 		var err error

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcnode/mcnode/internal/syncbuf"
 	"github.com/mcnode/mcnode/seal"
 )
 
@@ -34,14 +35,14 @@ func startKeyed(t *testing.T, self int, peers []string, l net.Listener, keys ...
 
 // startTap relays TCP from its own address to target and keeps every byte
 // that passes, both ways: what an eavesdropper on the LAN would see.
-func startTap(t *testing.T, target string) (string, *syncBuffer) {
+func startTap(t *testing.T, target string) (string, *syncbuf.Buffer) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	tp := &syncBuffer{}
+	tp := &syncbuf.Buffer{}
 	go func() {
 		for {
 			in, err := l.Accept()
