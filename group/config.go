@@ -91,6 +91,13 @@ type Config struct {
 	// may keep a newcomer waiting for a while, and that is no reason to
 	// tell the user there is no group.
 	NoGroupAfter time.Duration
+	// Joining, if set, is called by Join once the node runs, before it is
+	// a member, with a function that reports the node's status from then
+	// on (Status.Joined false, Status.HeardGroup whether the group was
+	// heard, the drop counts): a caller that may wait long for its group
+	// can show why, a stale key or a network that loses the group's
+	// datagrams. The function fails once Join has failed.
+	Joining func(status func() (Status, error))
 
 	// MaxDatagram is the largest datagram sent or accepted, in bytes.
 	MaxDatagram int

@@ -360,6 +360,9 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 		go g.saveTimestamps()
 	}
 	g.run()
+	if cfg.Joining != nil {
+		cfg.Joining(g.Status)
+	}
 	var noGroup <-chan time.Time
 	if cfg.NoGroupAfter > 0 && !cfg.Bootstrap {
 		t := g.clock.NewTicker(cfg.NoGroupAfter)
@@ -1098,6 +1101,9 @@ type Status struct {
 	IsServer bool
 	Instance uint64
 	Members  []Member
+	// HeardGroup reports whether a node that is still joining has heard
+	// a member of the group (always true once it has joined).
+	HeardGroup bool
 	// LeaseTimeout and LeaseMargin are the group's: after a member's lease
 	// runs out, the group may hand what it held to another after the margin.
 	LeaseTimeout time.Duration
@@ -1148,7 +1154,7 @@ func (g *Group) Status() (Status, error) {
 			left = time.Duration(exp-now) * g.cfg.Tick
 		}
 		return Status{
-			Group: g.cfg.Name, Self: g.node.ID(), Addr: g.tr.LocalAddr(), Joined: g.node.Joined(),
+			Group: g.cfg.Name, Self: g.node.ID(), Addr: g.tr.LocalAddr(), Joined: g.node.Joined(), HeardGroup: g.node.HeardGroup(),
 			T: g.node.T(), Server: srv, IsServer: g.node.IsServer(), Instance: g.node.Instance(),
 			Members: g.node.Members(), Resources: g.node.Resources(), Held: g.node.Held(), Stats: st,
 			LeaseTimeout: time.Duration(p.LeaseTicks) * g.cfg.Tick, LeaseMargin: time.Duration(p.LeaseMarginTicks) * g.cfg.Tick,

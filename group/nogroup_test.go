@@ -19,6 +19,14 @@ func TestJoinGivesUpWhenNoGroupAnswers(t *testing.T) {
 		cfg := memConfig(memnet.New(1))
 		cfg.Bootstrap = false
 		cfg.NoGroupAfter = 3 * cfg.JoinTimeout
+		var status func() (group.Status, error)
+		cfg.Joining = func(f func() (group.Status, error)) { status = f }
+		time.AfterFunc(cfg.NoGroupAfter/2, func() {
+			// Config.Joining: while it joins, the node tells what it heard.
+			if st, err := status(); err != nil || st.Joined || st.HeardGroup || st.Group != cfg.Name {
+				t.Errorf("status while joining a group nobody answers for: %+v, %v", st, err)
+			}
+		})
 		start := time.Now()
 		_, err := group.Join(context.Background(), cfg)
 		if !errors.Is(err, group.ErrNoGroup) {
@@ -26,6 +34,9 @@ func TestJoinGivesUpWhenNoGroupAnswers(t *testing.T) {
 		}
 		if d := time.Since(start); d != cfg.NoGroupAfter {
 			t.Errorf("gave up after %v, want %v", d, cfg.NoGroupAfter)
+		}
+		if _, err := status(); err == nil {
+			t.Error("the status of a node whose join gave up has no error")
 		}
 	})
 }
@@ -46,6 +57,13 @@ func TestJoinWaitsForAGroupThatAnswered(t *testing.T) {
 		cfg.Transport = gate
 		admitAt := 5 * cfg.NoGroupAfter
 		time.AfterFunc(admitAt, func() { gate.open.Store(true) })
+		var status func() (group.Status, error)
+		cfg.Joining = func(f func() (group.Status, error)) { status = f }
+		time.AfterFunc(admitAt/2, func() {
+			if st, err := status(); err != nil || st.Joined || !st.HeardGroup || len(st.Members) != 0 {
+				t.Errorf("status while the group holds the newcomer back: %+v, %v; want heard, not a member", st, err)
+			}
+		})
 		start := time.Now()
 		g, err := group.Join(context.Background(), cfg)
 		if err != nil {
@@ -54,6 +72,9 @@ func TestJoinWaitsForAGroupThatAnswered(t *testing.T) {
 		defer g.Close()
 		if d := time.Since(start); d < admitAt {
 			t.Errorf("joined after %v, before the state could arrive (%v)", d, admitAt)
+		}
+		if st, err := status(); err != nil || !st.Joined || len(st.Members) != 3 {
+			t.Errorf("status once joined: %+v, %v", st, err)
 		}
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcnode/mcnode"
+	"github.com/mcnode/mcnode/group"
 )
 
 // The control protocol between `mcnode run` and local clients: one JSON
@@ -232,7 +233,8 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 	case "status":
 		st, err := g.status()
 		if err != nil {
-			_ = enc.Encode(response{Error: err.Error()})
+			// A daemon that joins says why, with its status if it has one.
+			_ = enc.Encode(response{Error: err.Error(), Status: st})
 			return
 		}
 		_ = enc.Encode(response{OK: true, Status: st})
@@ -410,17 +412,80 @@ func (d *daemonClient) Close() error { return d.conn.Close() }
 // daemonMembership).
 type joining struct {
 	ready atomic.Pointer[locker]
-	why   string
+	// why is what keeps the daemon from founding the group, if anything
+	// does (daemonMembership); "" if it founds one when none answers.
+	why string
+	// pending reports the node's status while it joins (multicast mode:
+	// group.Config.Joining), so that `mcnode status` can tell a daemon
+	// that hears no group from one its group has not admitted yet, and
+	// show what it drops (a stale key, say).
+	pending atomic.Pointer[pendingNode]
 	// acquired, if set, is told how long each lock the daemon served took
 	// to be granted (the metrics' histogram).
 	acquired func(time.Duration)
+}
+
+// pendingNode is a node that joins, and since when.
+type pendingNode struct {
+	status func() (group.Status, error)
+	since  time.Time
 }
 
 func (j *joining) get() (locker, error) {
 	if g := j.ready.Load(); g != nil {
 		return *g, nil
 	}
-	return nil, fmt.Errorf("the daemon is not a member of the group yet: %s", j.why)
+	why := j.why
+	if v, err := j.joiningStatus(); err == nil && v.Joining != "" {
+		why = v.Joining
+	} else if why == "" {
+		why = "joining (no member has answered yet)"
+	}
+	return nil, notMember(why)
+}
+
+// notMember is the answer to a request the daemon cannot serve before it
+// is a member.
+func notMember(why string) error {
+	return fmt.Errorf("the daemon is not a member of the group yet: %s", why)
+}
+
+// watch is given the status of the node that joins (group.Config.Joining).
+func (j *joining) watch(status func() (group.Status, error)) {
+	j.pending.Store(&pendingNode{status: status, since: time.Now()})
+}
+
+// joiningStatus is the status of the node that joins, with what it waits
+// for in Joining.
+func (j *joining) joiningStatus() (*statusView, error) {
+	p := j.pending.Load()
+	if p == nil {
+		return nil, errors.New("no node joins")
+	}
+	st, err := p.status()
+	if err != nil {
+		return nil, err
+	}
+	v := viewStatus(st)
+	if !st.Joined {
+		v.Joining = joinPhase(st)
+		if j.why != "" {
+			v.Joining += "; " + j.why
+		}
+		v.JoiningFor = ms(time.Since(p.since))
+	}
+	return v, nil
+}
+
+// joinPhase says what a node that is not a member yet waits for.
+func joinPhase(st group.Status) string {
+	switch {
+	case !st.HeardGroup:
+		return "no member of the group heard yet"
+	case len(st.Members) == 0:
+		return "the group answered; waiting to be admitted"
+	}
+	return "admitted; waiting for the group's state and every member's greeting"
 }
 
 func (j *joining) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
@@ -453,19 +518,29 @@ func (j *joining) wait(ctx context.Context) (locker, error) {
 			_, err := j.get()
 			return nil, fmt.Errorf("%w; %w", ctx.Err(), err)
 		case <-t.C:
-			if g, err := j.get(); err == nil {
-				return g, nil
+			if g := j.ready.Load(); g != nil {
+				return *g, nil
 			}
 		}
 	}
 }
 
+// status is the node's. A daemon that is not a member yet answers with an
+// error, as it always has (scripts wait for the daemon by it), and with
+// its status too where it has one (multicast mode): a daemon that waits
+// long for its group is where an operator most needs to see why.
 func (j *joining) status() (*statusView, error) {
-	g, err := j.get()
-	if err != nil {
-		return nil, err
+	if g := j.ready.Load(); g != nil {
+		return (*g).status()
 	}
-	return g.status()
+	if v, err := j.joiningStatus(); err == nil {
+		if v.Joining == "" {
+			return v, nil // joined a moment ago
+		}
+		return v, notMember(v.Joining)
+	}
+	_, err := j.get()
+	return nil, err
 }
 
 func (j *joining) leave(ctx context.Context) error {

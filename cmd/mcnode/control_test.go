@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcnode/mcnode"
+	"github.com/mcnode/mcnode/group"
 )
 
 // TestPrivateDir: the control socket's directory is trusted only where no
@@ -314,5 +315,74 @@ func TestLockWaitsForTheDaemonToJoin(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lock was not granted once the daemon joined")
+	}
+}
+
+// TestStatusWhileJoining: a daemon that is not a member yet answers a
+// status request with an error, as before (scripts wait on it), and with
+// the status of its node: what it waits for, since when, and what it
+// dropped, explained; its metrics carry the drop counts, with mcnode_up 0.
+func TestStatusWhileJoining(t *testing.T) {
+	j := &joining{why: "waiting for the group: this host was a member"}
+	j.watch(func() (group.Status, error) {
+		return group.Status{Group: "g", Addr: "10.0.0.9:5000", Stats: group.Stats{Received: 12,
+			Drops: map[string]uint64{group.DropUnknownKey: 11, group.DropMalformed: 1}}}, nil
+	})
+	d := dialFake(t, serveFake(t, j))
+	v, err := d.status()
+	var je *joiningError
+	if !errors.As(err, &je) || v == nil || !strings.Contains(err.Error(), "not a member of the group yet: no member of the group heard yet; waiting for the group: this host was a member") {
+		t.Fatalf("status while joining: %+v, %v; want the status and why it is not a member", v, err)
+	}
+	if v.Drops[group.DropUnknownKey] != 11 || v.Received != 12 || v.Dropped != 12 {
+		t.Errorf("the joining status lost its counts: %+v", v)
+	}
+	var out strings.Builder
+	printStatus(&out, v)
+	for _, want := range []string{"group g  not a member yet, for ", "no member of the group heard yet; waiting for the group: this host was a member",
+		"this node: 10.0.0.9:5000", "12 received, 12 dropped (malformed 1, unknown-key 11)",
+		"unknown-key: datagrams sealed with a key this node does not hold"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printed status lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "members (") || strings.Contains(out.String(), "needs-key:") {
+		t.Errorf("printed status of a joining daemon shows members or a drop it did not have:\n%s", out.String())
+	}
+	if _, err := j.acquire(context.Background(), "x", true); err == nil || !strings.Contains(err.Error(), "no member of the group heard yet") {
+		t.Errorf("--nonblock while joining: %v", err)
+	}
+
+	ml, err := newMetrics(j).serve("127.0.0.1:0", zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Close()
+	m := scrape(t, "http://"+ml.Addr().String()+"/metrics")
+	if m["mcnode_up"] != 0 || m[`mcnode_dropped_total{reason="unknown-key"}`] != 11 {
+		t.Errorf("metrics while joining: up %v, unknown-key drops %v", m["mcnode_up"], m[`mcnode_dropped_total{reason="unknown-key"}`])
+	}
+
+	// Once its node fails (Join gave up), the daemon says why it is not
+	// a member, without a status.
+	j.watch(func() (group.Status, error) { return group.Status{}, errors.New("closed") })
+	if v, err := dialFake(t, serveFake(t, j)).status(); v != nil || err == nil || !strings.Contains(err.Error(), "not a member of the group yet: waiting for the group: this host was a member") {
+		t.Errorf("status of a node that gave up joining: %+v, %v", v, err)
+	}
+}
+
+// TestJoinPhase: what a node that is not a member yet waits for.
+func TestJoinPhase(t *testing.T) {
+	for _, c := range []struct {
+		st   group.Status
+		want string
+	}{
+		{group.Status{}, "no member of the group heard yet"},
+		{group.Status{HeardGroup: true}, "the group answered; waiting to be admitted"},
+		{group.Status{HeardGroup: true, Members: []group.Member{{ID: 1}, {ID: 2}}}, "admitted; waiting for the group's state and every member's greeting"},
+	} {
+		if got := joinPhase(c.st); got != c.want {
+			t.Errorf("joinPhase(%+v) = %q, want %q", c.st, got, c.want)
+		}
 	}
 }

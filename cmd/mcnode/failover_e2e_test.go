@@ -635,6 +635,12 @@ func TestE2ERestartCutOffDoesNotFound(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "waiting for the group") {
 		t.Errorf("the daemon's status says %v, not why it waits", err)
 	}
+	// As the user sees it: the status of a node that is not a member, and
+	// exit status 1.
+	if out, err := c.mcnode(victim, "status").CombinedOutput(); err == nil || !strings.Contains(string(out), "not a member yet, for ") ||
+		!strings.Contains(string(out), "; waiting for the group: this host was a member when its daemon last stopped") {
+		t.Errorf("mcnode status on the cut-off host: %v: %s", err, out)
+	}
 	out, err := c.mcnode(victim, "lock", "--timeout", "500ms", "x", "--", "true").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "not a member of the group yet") {
 		t.Fatalf("a lock on the cut-off host: %v: %s", err, out)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcnode/mcnode/internal/netns"
 	"github.com/mcnode/mcnode/seal"
@@ -55,6 +57,38 @@ func TestE2EGroupKey(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(string(out), "chmod 600") {
 		t.Fatalf("a key file others can read: %v: %s", err, out)
+	}
+
+	// A daemon with a stale key (one the group does not hold) hears the
+	// group's datagrams and can open none: its status says it is not a
+	// member yet, what it waits for, and that it drops them for their key,
+	// with exit status 1. Its join timeout keeps it from founding a group
+	// of its own meanwhile.
+	stale := filepath.Join(c.dir, "stale.key")
+	if out, err := c.mcnode(0, "keygen", stale).CombinedOutput(); err != nil {
+		t.Fatalf("mcnode keygen: %v: %s", err, out)
+	}
+	daemon := c.mcnode(2, "run")
+	daemon.Env = append(daemon.Env, "MCNODE_KEYFILE="+stale, "MCNODE_JOIN_TIMEOUT=1m")
+	d := c.background(daemon)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err = c.mcnode(2, "status").CombinedOutput()
+		if errors.As(err, &ee) && ee.ExitCode() == 1 && strings.Contains(string(out), "unknown-key: datagrams sealed with a key this node does not hold") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mcnode status of a daemon with a stale key did not name the key drops within 20s: %v: %s\ndaemon: %s", err, out, d.out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(string(out), "not a member yet") || !strings.Contains(string(out), "no member of the group heard yet") {
+		t.Errorf("mcnode status of a daemon with a stale key: %s", out)
+	}
+	out, err = c.mcnode(2, "status", "--json").Output()
+	var joining statusView
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || json.Unmarshal(out, &joining) != nil || joining.Joining == "" || joining.Drops["unknown-key"] == 0 || len(joining.Members) != 0 {
+		t.Errorf("mcnode status --json of a daemon with a stale key: %v: %s", err, out)
 	}
 }
 

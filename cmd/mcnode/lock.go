@@ -279,7 +279,7 @@ func whyWaited(c *cli.Context, err error) string {
 		return ""
 	}
 	r, rerr := d.receive()
-	if rerr == nil && r.Status == nil && r.Error != "" {
+	if rerr == nil && !r.OK && r.Error != "" {
 		return ": " + r.Error // not a member yet, and why
 	}
 	if rerr != nil || r.Status == nil || r.Status.Mode == modeQuorum || r.Status.QuorumHeld {

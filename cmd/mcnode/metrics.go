@@ -82,10 +82,20 @@ func (m *metrics) Describe(chan<- *prometheus.Desc) {}
 // Collect reads the node's status and reports it.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	c := collector{ch: ch}
-	n, err := m.node.get()
-	d, ok := n.(daemonNode)
-	c.gauge("mcnode_up", "1 once the daemon's node is a member of its group (multicast) or running (quorum), else 0.", b2f(err == nil && ok))
-	if err != nil || !ok {
+	var d daemonNode
+	ok := false
+	if n := m.node.ready.Load(); n != nil {
+		d, ok = (*n).(daemonNode)
+	}
+	c.gauge("mcnode_up", "1 once the daemon's node is a member of its group (multicast) or running (quorum), else 0.", b2f(ok))
+	if !ok {
+		// A node that joins has counts already: what it received and
+		// dropped tells why it is not a member yet (a stale key, say).
+		if p := m.node.pending.Load(); p != nil {
+			if st, err := p.status(); err == nil && !st.Joined {
+				c.multicast(st)
+			}
+		}
 		return
 	}
 	switch rt := mcnode.Unwrap(d.Locker).(type) {

@@ -249,7 +249,7 @@ func (d daemonNode) leave(ctx context.Context) error {
 // (multicast) or starts (quorum) it, so that a bad flag is reported before
 // anything is opened. It also claims the group's state files for this
 // daemon (claimState); release gives them up.
-func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context) (locker, error), why string, release func(), err error) {
+func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context, *joining) (locker, error), why string, release func(), err error) {
 	m, err := mode(c)
 	if err != nil {
 		return nil, "", nil, err
@@ -265,11 +265,13 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 				return nil, "", nil, err
 			}
 		}
-		why := "joining (no member has answered yet)"
+		why := ""
 		if waits := daemonMembership(c, &cfg, log); waits != "" {
 			why = "waiting for the group: " + waits
 		}
-		return func(ctx context.Context) (locker, error) {
+		return func(ctx context.Context, j *joining) (locker, error) {
+			cfg := cfg
+			cfg.Joining = j.watch
 			g, err := group.Join(ctx, cfg)
 			if err != nil {
 				return nil, &exitError{code: 1, err: err}
@@ -300,7 +302,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 		discover = &gcfg
 	}
 	var last *daemonNode
-	return func(ctx context.Context) (locker, error) {
+	return func(ctx context.Context, _ *joining) (locker, error) {
 		if last != nil {
 			// Started anew (declared failed): as the same node of the same
 			// group (the peers it found, the multicast group it found them

@@ -89,7 +89,7 @@ func runCommand() *cli.Command {
 				defer ml.Close()
 			}
 			go serveControl(l, j, log)
-			g, err := start(ctx)
+			g, err := start(ctx, j)
 			if err != nil {
 				return stoppedBeforeJoining(ctx, err, log)
 			}
@@ -108,7 +108,7 @@ func runCommand() *cli.Command {
 					j.ready.Store(nil)
 					closeNode(g)
 					old := g
-					if g, err = start(ctx); err != nil {
+					if g, err = start(ctx, j); err != nil {
 						leaveDiscovery(old, log)
 						return stoppedBeforeJoining(ctx, err, log)
 					}

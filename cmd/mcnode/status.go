@@ -63,6 +63,10 @@ type statusView struct {
 	// Drops counts what this node dropped by reason: hostile, garbled,
 	// stale or foreign input (see group.Stats.Drops).
 	Drops map[string]uint64 `json:"drops,omitempty"`
+	// Joining, set while the daemon is not a member yet (multicast mode),
+	// says what it waits for, and JoiningFor since when.
+	Joining    string  `json:"joining,omitempty"`
+	JoiningFor float64 `json:"joining_ms,omitempty"`
 }
 
 type memberView struct {
@@ -112,7 +116,10 @@ func statusCommand() *cli.Command {
 		Name:  "status",
 		Usage: "show the members, the server, T, and every lock's holder and queue",
 		Description: "Asks the local `mcnode run` daemon; without one, joins the group briefly to\n" +
-			"look (it then appears as a member for a moment).",
+			"look (it then appears as a member for a moment). A daemon that is not a member\n" +
+			"yet shows what it waits for (a group it has not heard, or one that has not\n" +
+			"admitted it) and what it dropped, say datagrams sealed with a key it lacks;\n" +
+			"status then exits 1, as it does when there is no group to ask.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON (with --watch, one line each time)"},
 			&cli.BoolFlag{Name: "watch", Usage: "show it again every --interval until interrupted (needs the local daemon)"},
@@ -127,19 +134,27 @@ func statusCommand() *cli.Command {
 			}
 			v, err := fetchStatus(c)
 			var ee *exitError
-			if errors.As(err, &ee) {
+			var je *joiningError
+			switch {
+			case errors.As(err, &ee):
 				return err // a usage error keeps its status
-			}
-			if err != nil {
+			case errors.As(err, &je) && v != nil:
+				// Shown, and exit status 1: a script that waits for its
+				// daemon to be a member waits on.
+				err = &exitError{code: 1}
+			case err != nil:
 				return &exitError{code: 1, err: err}
 			}
 			if c.Bool("json") {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(v)
+				if jerr := enc.Encode(v); jerr != nil {
+					return jerr
+				}
+				return err
 			}
 			printStatus(os.Stdout, v)
-			return nil
+			return err
 		},
 	}
 }
@@ -185,7 +200,7 @@ func watchStatus(c *cli.Context) error {
 			return &exitError{code: 1, err: err}
 		}
 		switch {
-		case c.Bool("json") && err == nil:
+		case c.Bool("json") && v != nil:
 			b, _ := json.Marshal(v)
 			fmt.Printf("%s\n", b)
 		case c.Bool("json"):
@@ -196,10 +211,10 @@ func watchStatus(c *cli.Context) error {
 				fmt.Print("\x1b[H\x1b[2J") // home, clear
 			}
 			fmt.Printf("mcnode status, every %v (Ctrl-C stops): %s\n\n", every, time.Now().Format("15:04:05"))
-			if err != nil {
-				fmt.Printf("no answer from the daemon at %s: %v\n", path, err)
+			if v != nil {
+				printStatus(os.Stdout, v) // a member's, or one that joins
 			} else {
-				printStatus(os.Stdout, v)
+				fmt.Printf("no answer from the daemon at %s: %v\n", path, err)
 			}
 			if !tty {
 				fmt.Println()
@@ -225,6 +240,13 @@ func daemonStatus(path string) (*statusView, error) {
 	return d.status()
 }
 
+// joiningError is the answer of a daemon that is not a member of its
+// group yet, which comes with its status (statusView.Joining says what it
+// waits for).
+type joiningError struct{ why string }
+
+func (e *joiningError) Error() string { return "daemon: " + e.why }
+
 // statusTimeout bounds a status question to the daemon, which answers
 // within a millisecond when it runs.
 const statusTimeout = 3 * time.Second
@@ -238,7 +260,10 @@ func (d *daemonClient) status() (*statusView, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !r.OK || r.Status == nil {
+	switch {
+	case !r.OK && r.Status != nil && r.Status.Joining != "":
+		return r.Status, &joiningError{why: r.Error}
+	case !r.OK || r.Status == nil:
 		return nil, fmt.Errorf("daemon: %s", r.Error)
 	}
 	return r.Status, nil
@@ -320,6 +345,10 @@ func printFailover(w io.Writer, v *statusView) {
 }
 
 func printStatus(w io.Writer, v *statusView) {
+	if v.Joining != "" {
+		printJoining(w, v)
+		return
+	}
 	if v.Mode == modeQuorum {
 		algo := v.Protocol
 		if v.Coterie != "" {
@@ -359,7 +388,32 @@ func printStatus(w io.Writer, v *statusView) {
 		fmt.Fprintf(tw, "  %s\t%s\ttoken %d\t%s\n", shown(r.Name), holder, r.Token, queue)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\ndatagrams: %d received, %d dropped", v.Received, v.Dropped)
+	fmt.Fprintln(w)
+	printDatagrams(w, v)
+}
+
+// joinDropHints explain the drops that keep a node from hearing its group.
+var joinDropHints = map[string]string{
+	group.DropUnknownKey: "datagrams sealed with a key this node does not hold: its key file is not the group's, or predates the group's last key change (the log names the key)",
+	group.DropNeedsKey:   "sealed datagrams, and this node has no key: start it with the group's --keyfile",
+	group.DropUnsealed:   "datagrams not sealed, and this node has a key: the group runs without one, or a host without it is on the address",
+}
+
+// printJoining prints the status of a daemon that is not a member yet.
+func printJoining(w io.Writer, v *statusView) {
+	fmt.Fprintf(w, "group %s  not a member yet, for %.1f s: %s\n", shown(v.Group), v.JoiningFor/1000, v.Joining)
+	fmt.Fprintf(w, "this node: %s\n\n", shown(v.Addr))
+	printDatagrams(w, v)
+	for _, reason := range slices.Sorted(maps.Keys(joinDropHints)) {
+		if v.Drops[reason] > 0 {
+			fmt.Fprintf(w, "%s: %s\n", reason, joinDropHints[reason])
+		}
+	}
+}
+
+// printDatagrams prints what the node received and dropped, by reason.
+func printDatagrams(w io.Writer, v *statusView) {
+	fmt.Fprintf(w, "datagrams: %d received, %d dropped", v.Received, v.Dropped)
 	if len(v.Drops) > 0 {
 		reasons := slices.Sorted(maps.Keys(v.Drops))
 		parts := make([]string, len(reasons))
