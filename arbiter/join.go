@@ -14,6 +14,9 @@ type joining struct {
 	sentAt   uint64
 	waitFrom uint64 // FoundAfterTicks counts from here
 	sawGroup bool   // an established group is on the address: never found one
+	// sawUnreadable: so is one whose datagrams this node cannot read
+	// (HeardUnreadable); it never founds one either.
+	sawUnreadable bool
 	// greeted holds who greeted this node, by member ID: the incarnation
 	// and address it greeted from, which must be the member's.
 	greeted map[wire.NodeID]greeter
@@ -61,7 +64,7 @@ func (n *Node) sendJoinRequest() {
 
 func (n *Node) tickJoin() {
 	j := n.join
-	if n.st == nil && n.cfg.FoundAfterTicks > 0 && !j.sawGroup && n.now-j.waitFrom >= uint64(n.cfg.FoundAfterTicks) {
+	if n.st == nil && n.cfg.FoundAfterTicks > 0 && !j.sawGroup && !j.sawUnreadable && n.now-j.waitFrom >= uint64(n.cfg.FoundAfterTicks) {
 		n.found()
 		return
 	}

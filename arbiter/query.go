@@ -22,6 +22,18 @@ func (n *Node) HasState() bool { return n.st != nil }
 // on its address (it then never founds one), or has joined.
 func (n *Node) HeardGroup() bool { return n.join == nil || n.join.sawGroup }
 
+// HeardUnreadable tells a joining node that a datagram of an established
+// run of its group arrived which it cannot read: sealed with a key it does
+// not hold, or sealed while it holds none. The group is there, so the node
+// never founds one: a second group would grant the same locks. (A forger
+// can keep a newcomer from founding so, as it can with a datagram in clear
+// in a group without a key; the drop counts show it.)
+func (n *Node) HeardUnreadable() {
+	if n.join != nil {
+		n.join.sawUnreadable = true
+	}
+}
+
 // Joined reports whether the node is a full member.
 func (n *Node) Joined() bool { return n.stat == statusMember }
 

@@ -31,6 +31,10 @@ var (
 	// ErrNoGroup: no member of the group answered a join within
 	// Config.NoGroupAfter.
 	ErrNoGroup = errors.New("group: no member of the group answered")
+	// ErrCannotRead: within Config.NoGroupAfter, the group's datagrams
+	// reached a node that joins, sealed with a key it does not hold (or
+	// sealed, and it holds none), and none it could read.
+	ErrCannotRead = errors.New("group: the group's datagrams arrive sealed with a key this node does not hold")
 	// ErrRemoved: the group declared this node dead (it was not heard for
 	// longer than the lease) while it held the lease. The node rejoins as a
 	// new member by itself; calls that were waiting wait on, and ask again
@@ -166,9 +170,12 @@ type Group struct {
 	// sealed datagrams arrive and this node has no key. unknownKeyWarned:
 	// when the log last said that datagrams arrive sealed with a key this
 	// node lacks.
-	ring             *seal.Ring
-	sealSeq          uint64
-	warnedKey        bool
+	ring      *seal.Ring
+	sealSeq   uint64
+	warnedKey bool
+	// unreadable: a datagram of an established run of the group arrived
+	// that this node could not read (heardUnreadable).
+	unreadable       bool
 	unknownKeyWarned time.Time
 	// limiter drops what a source sends beyond Config.RateLimit (nil: no
 	// limit).
@@ -270,7 +277,7 @@ const (
 	DropUnknownKey    = "unknown-key"    // sealed with a key this node does not hold
 	DropBadMAC        = "bad-mac"        // does not authenticate under its key
 	DropReplay        = "replay"         // sealed, and taken before
-	DropNeedsKey      = "needs-key"      // sealed, and this node has no key
+	DropNeedsKey      = "needs-key"      // sealed, of this group, and this node has no key
 	DropRateLimited   = "rate-limited"   // its source sent more than Config.RateLimit
 )
 
@@ -378,9 +385,15 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 			}
 			return g, nil
 		case <-noGroup:
-			heard := true
-			g.locked(func() { heard = g.node.HeardGroup() })
-			if !heard {
+			heard, unreadable := true, false
+			var st Stats
+			g.locked(func() { heard, unreadable, st = g.node.HeardGroup(), g.unreadable, g.stats })
+			switch {
+			case !heard && unreadable:
+				g.Close()
+				return nil, fmt.Errorf("group: joining %q: %w: none it could read within %v (%d sealed with an unknown key, %d sealed while it has no key)",
+					cfg.Name, ErrCannotRead, cfg.NoGroupAfter, st.UnknownKey, st.NeedsKey)
+			case !heard:
 				g.Close()
 				return nil, fmt.Errorf("group: joining %q: %w within %v", cfg.Name, ErrNoGroup, cfg.NoGroupAfter)
 			}
@@ -646,10 +659,15 @@ func (g *Group) receive(p Packet) {
 	}
 	h, err := wire.DecodeHeader(p.Data)
 	if errors.Is(err, wire.ErrSealed) {
+		if grp, _ := wire.PeekGroup(p.Data); grp != g.id {
+			g.stats.Foreign++
+			return
+		}
 		g.stats.NeedsKey++
+		g.heardUnreadable(&p)
 		if !g.warnedKey {
 			g.warnedKey = true
-			g.log.Error().Str("from", p.Source).Msg("datagrams sealed with a group key reach this node, which has none: if they are this group's, give this node the group's key file (--keyfile)")
+			g.log.Error().Str("from", p.Source).Msg("this group's datagrams arrive sealed with a group key, and this node has none: give it the group's key file (--keyfile)")
 		}
 		return
 	}
@@ -692,8 +710,12 @@ func arrival(p Packet) time.Time {
 // open authenticates and decrypts a datagram with the group key, in place,
 // and reports whether it may go on; what may not is counted by reason.
 func (g *Group) open(p *Packet) bool {
-	grp, named := wire.PeekGroup(p.Data) // named: a header that names its group
-	if named && grp != g.id {
+	grp, named := wire.PeekGroup(p.Data) // named: a header of this wire version
+	switch {
+	case !named:
+		g.stats.Malformed++ // no datagram of this version: noise, or an old node's
+		return false
+	case grp != g.id:
 		g.stats.Foreign++ // no decryption spent on another group's datagrams
 		return false
 	}
@@ -709,10 +731,9 @@ func (g *Group) open(p *Packet) bool {
 	case errors.Is(err, seal.ErrUnsealed):
 		g.stats.Unsealed++
 	case errors.Is(err, seal.ErrUnknownKey):
-		g.stats.UnknownKey++
-		if named { // this group's (others returned above), not noise that only looks sealed
-			g.warnUnknownKey(p)
-		}
+		g.stats.UnknownKey++ // this group's: others returned above
+		g.warnUnknownKey(p)
+		g.heardUnreadable(p)
 	case errors.Is(err, seal.ErrReplay):
 		g.stats.Replayed++
 	case errors.Is(err, seal.ErrBadMAC):
@@ -721,6 +742,17 @@ func (g *Group) open(p *Packet) bool {
 		g.stats.Malformed++
 	}
 	return false
+}
+
+// heardUnreadable tells a joining node of a datagram of its group that it
+// cannot read, from an established run of the group (a joining node's
+// datagrams name no run): the group is there, and a node that founded one
+// of its own would grant the same locks (arbiter.Node.HeardUnreadable).
+func (g *Group) heardUnreadable(p *Packet) {
+	if wire.PeekInstance(p.Data) != 0 {
+		g.unreadable = true
+		g.node.HeardUnreadable()
+	}
 }
 
 // unknownKeyWarnEvery spaces the log's warnings of datagrams sealed with

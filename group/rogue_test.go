@@ -246,7 +246,7 @@ func forgedSnapshot(t *testing.T, h wire.Header, victim group.Member, rogueAddr 
 // captured (once they hold a grant, a release and a SYNC, which the test
 // opens with the key to tell), and seals with a key of its own; there every
 // attack must be counted by a drop reason of the envelope: unsealed,
-// replay, bad-mac, unknown-key.
+// replay, bad-mac, unknown-key (and malformed, for random bytes).
 func TestRogueSender(t *testing.T) {
 	if !netns.Isolate(t) {
 		return
@@ -378,8 +378,9 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 		defer rogue.mu.Unlock()
 		return len(rogue.headers) == 3 && (keyed || rogue.grants[holder.ID] != nil)
 	})
-	// With a key, every attack must be dropped by the envelope.
-	envelope := []string{group.DropUnsealed, group.DropUnknownKey, group.DropBadMAC, group.DropReplay}
+	// With a key, every attack must be dropped by the envelope (or, no
+	// datagram of this wire version at all, as malformed).
+	envelope := []string{group.DropUnsealed, group.DropUnknownKey, group.DropBadMAC, group.DropReplay, group.DropMalformed}
 	// Without one, by the checks for forgery (not the duplicates and stale
 	// copies that ordinary traffic has too).
 	hostile := []string{group.DropMalformed, group.DropForged, group.DropNotMember, group.DropNotServer, group.DropUnasked, group.DropBadState}
@@ -408,7 +409,8 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 	}
 	rng := rand.New(rand.NewSource(1))
 	// Each attack names the drop reason it must raise without a key; with
-	// one, every attack of the unkeyed run is dropped as unsealed.
+	// one, every attack of the unkeyed run is dropped as unsealed, but random
+	// bytes, which are no datagram of this wire version.
 	type attack struct {
 		name string
 		drop string
@@ -481,7 +483,11 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 	}
 	if keyed {
 		for i := range attacks {
-			attacks[i].drop = group.DropUnsealed
+			if attacks[i].name != "10,000 datagrams of random bytes" {
+				// Random bytes name no group, sealed or not: malformed
+				// in either run.
+				attacks[i].drop = group.DropUnsealed
+			}
 		}
 		// capture returns the sealed multicasts the rogue captured, once
 		// they carry a grant, a release and a SYNC (the test opens them with

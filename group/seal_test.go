@@ -51,15 +51,32 @@ func TestKeyedGroupAdmitsOnlyKeyHolders(t *testing.T) {
 		}{{"another key", []seal.Key{newKey(t)}, group.DropUnknownKey}, {"no key", nil, group.DropUnsealed}} {
 			cfg := memConfig(net)
 			cfg.Keys = outsider.keys
-			cfg.Bootstrap = false
+			// Free to found a group, past its join timeout: it must not,
+			// since the group is there (its locks would not be exclusive
+			// with the group's).
+			cfg.Bootstrap = true
 			var logged syncbuf.Buffer
 			cfg.Logger = zerolog.New(&logged)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*cfg.JoinTimeout)
 			g, err := group.Join(ctx, cfg)
 			cancel()
 			if err == nil {
 				g.Close()
-				t.Fatalf("a node with %s joined a keyed group", outsider.name)
+				t.Fatalf("a node with %s joined a keyed group, or founded its own", outsider.name)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("a node with %s: %v, want it waiting for the group until its context ends", outsider.name, err)
+			}
+			// Told to give up when it hears no group, it says it hears one
+			// it cannot read.
+			cfg.Bootstrap, cfg.NoGroupAfter = false, 3*cfg.JoinTimeout
+			cfg.Transport = net.Endpoint() // the failed Join closed the last one
+			cfg.Logger = zerolog.Nop()     // the warning is checked below, of the first Join
+			if g, err := group.Join(context.Background(), cfg); err == nil {
+				g.Close()
+				t.Errorf("a node with %s joined a keyed group", outsider.name)
+			} else if !errors.Is(err, group.ErrCannotRead) || errors.Is(err, group.ErrNoGroup) {
+				t.Errorf("a node with %s, with NoGroupAfter: %v, want ErrCannotRead", outsider.name, err)
 			}
 			// It says why it hears no group: the group's key is not its
 			// key (once, for the many datagrams it could not open).

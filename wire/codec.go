@@ -228,6 +228,17 @@ func PeekGroup(b []byte) (uint64, bool) {
 	return binary.BigEndian.Uint64(b[4:]), true
 }
 
+// PeekInstance returns the instance a datagram's header names, sealed or
+// not (a sealed datagram's header travels in clear), if it is long enough
+// and of this wire version; 0 if not. Unauthenticated: only for what a
+// forger could cause anyway.
+func PeekInstance(b []byte) uint64 {
+	if _, ok := PeekGroup(b); !ok {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b[12:])
+}
+
 // DecodeHeader decodes and checks the datagram header alone, so that a
 // receiver can drop foreign-group datagrams before decoding any message.
 func DecodeHeader(b []byte) (Header, error) {

@@ -436,7 +436,7 @@ func (j *joining) get() (locker, error) {
 		return *g, nil
 	}
 	why := j.why
-	if v, err := j.joiningStatus(); err == nil && v.Joining != "" {
+	if v, err := j.joiningStatus(); err == nil {
 		why = v.Joining
 	} else if why == "" {
 		why = "joining (no member has answered yet)"
@@ -455,8 +455,10 @@ func (j *joining) watch(status func() (group.Status, error)) {
 	j.pending.Store(&pendingNode{status: status, since: time.Now()})
 }
 
-// joiningStatus is the status of the node that joins, with what it waits
-// for in Joining.
+// joiningStatus is the status of the node that joins: what it waits for
+// (Joining), its address and what it received and dropped; not the group
+// as it sees it, which is no member's view yet (a script that counts the
+// members must not take it for one).
 func (j *joining) joiningStatus() (*statusView, error) {
 	p := j.pending.Load()
 	if p == nil {
@@ -466,26 +468,29 @@ func (j *joining) joiningStatus() (*statusView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := viewStatus(st)
-	if !st.Joined {
-		v.Joining = joinPhase(st)
-		if j.why != "" {
-			v.Joining += "; " + j.why
-		}
-		v.JoiningFor = ms(time.Since(p.since))
+	full := viewStatus(st)
+	v := &statusView{Group: full.Group, Addr: full.Addr, Sent: full.Sent, Received: full.Received,
+		Dropped: full.Dropped, Filtered: full.Filtered, Drops: full.Drops,
+		Joining: joinPhase(st), JoiningFor: ms(time.Since(p.since))}
+	if j.why != "" {
+		v.Joining += "; " + j.why
 	}
 	return v, nil
 }
 
-// joinPhase says what a node that is not a member yet waits for.
+// joinPhase says what a node that does not serve as a member yet waits for.
 func joinPhase(st group.Status) string {
 	switch {
+	case st.Joined:
+		return "joined the group; about to serve local clients"
+	case !st.HeardGroup && st.Stats.Drops[group.DropUnknownKey]+st.Stats.Drops[group.DropNeedsKey] > 0:
+		return "the group's datagrams arrive, and this node cannot read them"
 	case !st.HeardGroup:
 		return "no member of the group heard yet"
 	case len(st.Members) == 0:
-		return "the group answered; waiting to be admitted"
+		return "the group answered; waiting to be admitted and given its state"
 	}
-	return "admitted; waiting for the group's state and every member's greeting"
+	return "admitted, with the group's state; waiting for every member's greeting"
 }
 
 func (j *joining) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
@@ -534,9 +539,6 @@ func (j *joining) status() (*statusView, error) {
 		return (*g).status()
 	}
 	if v, err := j.joiningStatus(); err == nil {
-		if v.Joining == "" {
-			return v, nil // joined a moment ago
-		}
 		return v, notMember(v.Joining)
 	}
 	_, err := j.get()

@@ -326,22 +326,28 @@ func TestStatusWhileJoining(t *testing.T) {
 	j := &joining{why: "waiting for the group: this host was a member"}
 	j.watch(func() (group.Status, error) {
 		return group.Status{Group: "g", Addr: "10.0.0.9:5000", Stats: group.Stats{Received: 12,
-			Drops: map[string]uint64{group.DropUnknownKey: 11, group.DropMalformed: 1}}}, nil
+			Drops: map[string]uint64{group.DropUnknownKey: 11, group.DropMalformed: 1}},
+			// What a node admitted, and not yet greeted, knows: no
+			// member's view, and not shown as one.
+			Members: []group.Member{{ID: 3}}, Resources: []group.ResourceInfo{{Name: "db", Holder: 3}}}, nil
 	})
 	d := dialFake(t, serveFake(t, j))
 	v, err := d.status()
 	var je *joiningError
-	if !errors.As(err, &je) || v == nil || !strings.Contains(err.Error(), "not a member of the group yet: no member of the group heard yet; waiting for the group: this host was a member") {
+	if !errors.As(err, &je) || v == nil || !strings.Contains(err.Error(), "not a member of the group yet: the group's datagrams arrive, and this node cannot read them; waiting for the group: this host was a member") {
 		t.Fatalf("status while joining: %+v, %v; want the status and why it is not a member", v, err)
 	}
 	if v.Drops[group.DropUnknownKey] != 11 || v.Received != 12 || v.Dropped != 12 {
 		t.Errorf("the joining status lost its counts: %+v", v)
 	}
+	if len(v.Members) != 0 || len(v.Resources) != 0 || v.Error != err.Error()[len("daemon: "):] {
+		t.Errorf("the joining status shows members %v or locks %v as a member's, or lacks the error (%q): %+v", v.Members, v.Resources, v.Error, v)
+	}
 	var out strings.Builder
 	printStatus(&out, v)
-	for _, want := range []string{"group g  not a member yet, for ", "no member of the group heard yet; waiting for the group: this host was a member",
+	for _, want := range []string{"group g  not a member yet, for ", "the group's datagrams arrive, and this node cannot read them; waiting for the group: this host was a member",
 		"this node: 10.0.0.9:5000", "12 received, 12 dropped (malformed 1, unknown-key 11)",
-		"unknown-key: datagrams sealed with a key this node does not hold"} {
+		"unknown-key: the group's datagrams come sealed with a key this node does not hold"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("printed status lacks %q:\n%s", want, out.String())
 		}
@@ -349,7 +355,7 @@ func TestStatusWhileJoining(t *testing.T) {
 	if strings.Contains(out.String(), "members (") || strings.Contains(out.String(), "needs-key:") {
 		t.Errorf("printed status of a joining daemon shows members or a drop it did not have:\n%s", out.String())
 	}
-	if _, err := j.acquire(context.Background(), "x", true); err == nil || !strings.Contains(err.Error(), "no member of the group heard yet") {
+	if _, err := j.acquire(context.Background(), "x", true); err == nil || !strings.Contains(err.Error(), "this node cannot read them") {
 		t.Errorf("--nonblock while joining: %v", err)
 	}
 
@@ -361,6 +367,13 @@ func TestStatusWhileJoining(t *testing.T) {
 	m := scrape(t, "http://"+ml.Addr().String()+"/metrics")
 	if m["mcnode_up"] != 0 || m[`mcnode_dropped_total{reason="unknown-key"}`] != 11 {
 		t.Errorf("metrics while joining: up %v, unknown-key drops %v", m["mcnode_up"], m[`mcnode_dropped_total{reason="unknown-key"}`])
+	}
+
+	// Joined, and not yet serving: still not a member to its clients
+	// (a lock would be refused), and says so.
+	j.watch(func() (group.Status, error) { return group.Status{Joined: true, HeardGroup: true}, nil })
+	if v, err := dialFake(t, serveFake(t, j)).status(); v == nil || !errors.As(err, &je) || !strings.Contains(err.Error(), "joined the group; about to serve local clients") {
+		t.Errorf("status of a node joined and not yet served: %+v, %v", v, err)
 	}
 
 	// Once its node fails (Join gave up), the daemon says why it is not
@@ -378,8 +391,12 @@ func TestJoinPhase(t *testing.T) {
 		want string
 	}{
 		{group.Status{}, "no member of the group heard yet"},
-		{group.Status{HeardGroup: true}, "the group answered; waiting to be admitted"},
-		{group.Status{HeardGroup: true, Members: []group.Member{{ID: 1}, {ID: 2}}}, "admitted; waiting for the group's state and every member's greeting"},
+		{group.Status{Stats: group.Stats{Drops: map[string]uint64{group.DropNeedsKey: 1}}}, "the group's datagrams arrive, and this node cannot read them"},
+		{group.Status{Stats: group.Stats{Drops: map[string]uint64{group.DropUnknownKey: 1}}}, "the group's datagrams arrive, and this node cannot read them"},
+		{group.Status{Stats: group.Stats{Drops: map[string]uint64{group.DropMalformed: 1}}}, "no member of the group heard yet"},
+		{group.Status{HeardGroup: true}, "the group answered; waiting to be admitted and given its state"},
+		{group.Status{HeardGroup: true, Members: []group.Member{{ID: 1}, {ID: 2}}}, "admitted, with the group's state; waiting for every member's greeting"},
+		{group.Status{HeardGroup: true, Joined: true, Members: []group.Member{{ID: 1}, {ID: 2}}}, "joined the group; about to serve local clients"},
 	} {
 		if got := joinPhase(c.st); got != c.want {
 			t.Errorf("joinPhase(%+v) = %q, want %q", c.st, got, c.want)

@@ -62,19 +62,19 @@ func TestE2EGroupKey(t *testing.T) {
 	// A daemon with a stale key (one the group does not hold) hears the
 	// group's datagrams and can open none: its status says it is not a
 	// member yet, what it waits for, and that it drops them for their key,
-	// with exit status 1. Its join timeout keeps it from founding a group
-	// of its own meanwhile.
+	// with exit status 1. It never founds a group of its own: one that
+	// would grant the locks the group grants.
 	stale := filepath.Join(c.dir, "stale.key")
 	if out, err := c.mcnode(0, "keygen", stale).CombinedOutput(); err != nil {
 		t.Fatalf("mcnode keygen: %v: %s", err, out)
 	}
 	daemon := c.mcnode(2, "run")
-	daemon.Env = append(daemon.Env, "MCNODE_KEYFILE="+stale, "MCNODE_JOIN_TIMEOUT=1m")
+	daemon.Env = append(daemon.Env, "MCNODE_KEYFILE="+stale)
 	d := c.background(daemon)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out, err = c.mcnode(2, "status").CombinedOutput()
-		if errors.As(err, &ee) && ee.ExitCode() == 1 && strings.Contains(string(out), "unknown-key: datagrams sealed with a key this node does not hold") {
+		if errors.As(err, &ee) && ee.ExitCode() == 1 && strings.Contains(string(out), "unknown-key: the group's datagrams come sealed with a key this node does not hold") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -82,13 +82,20 @@ func TestE2EGroupKey(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !strings.Contains(string(out), "not a member yet") || !strings.Contains(string(out), "no member of the group heard yet") {
+	if !strings.Contains(string(out), "not a member yet") || !strings.Contains(string(out), "the group's datagrams arrive, and this node cannot read them") ||
+		!strings.Contains(string(out), "mcnode: daemon: the daemon is not a member of the group yet") {
 		t.Errorf("mcnode status of a daemon with a stale key: %s", out)
 	}
+	time.Sleep(5 * 300 * time.Millisecond) // past its join timeout, MCNODE_JOIN_TIMEOUT
 	out, err = c.mcnode(2, "status", "--json").Output()
 	var joining statusView
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || json.Unmarshal(out, &joining) != nil || joining.Joining == "" || joining.Drops["unknown-key"] == 0 || len(joining.Members) != 0 {
-		t.Errorf("mcnode status --json of a daemon with a stale key: %v: %s", err, out)
+		t.Errorf("mcnode status --json of a daemon with a stale key, past its join timeout: %v: %s\ndaemon: %s", err, out, d.out)
+	}
+	_ = d.cmd.Process.Kill()
+	<-d.done // its output is complete, and read by this goroutine alone
+	if strings.Contains(d.out.String(), "founded the group") {
+		t.Errorf("the daemon with a stale key founded a group of its own: %s", d.out)
 	}
 }
 

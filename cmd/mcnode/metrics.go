@@ -92,8 +92,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		// A node that joins has counts already: what it received and
 		// dropped tells why it is not a member yet (a stale key, say).
 		if p := m.node.pending.Load(); p != nil {
-			if st, err := p.status(); err == nil && !st.Joined {
-				c.multicast(st)
+			if st, err := p.status(); err == nil {
+				c.multicastCounts(st)
 			}
 		}
 		return
@@ -153,6 +153,14 @@ const (
 )
 
 func (c collector) multicast(st group.Status) {
+	c.multicastCounts(st)
+	c.multicastGroup(st)
+}
+
+// multicastCounts reports the node's info and counters: all a node that is
+// not a member yet has to say (its gauges would speak of a group it is not
+// in).
+func (c collector) multicastCounts(st group.Status) {
 	c.gauge("mcnode_info", helpInfo, 1, "mode", string(mcnode.Multicast), "protocol", "rotating-arbiter", "group", st.Group)
 	for _, class := range wire.Classes {
 		c.counter("mcnode_datagrams_sent_total", "Datagrams sent, by class (a multicast counts once).", st.Stats.Sent[class], "class", string(class))
@@ -173,6 +181,10 @@ func (c collector) multicast(st group.Status) {
 	c.counter("mcnode_takeover_claims_total", "Takeovers this node started (the server fell silent).", st.Stats.Machine.Claims)
 	c.counter("mcnode_takeovers_total", "Takeovers this node won.", st.Stats.Machine.Takeovers)
 	c.counter("mcnode_rejoins_total", "Times this node was removed and rejoined.", st.Stats.Rejoins)
+}
+
+// multicastGroup reports a member's gauges: the group as it sees it.
+func (c collector) multicastGroup(st group.Status) {
 	c.gauge("mcnode_members", helpMembers, float64(len(st.Members)))
 	c.gauge("mcnode_epoch", "The epoch of this node's log (each takeover begins one).", float64(st.Epoch))
 	c.gauge("mcnode_timestamp", "The group timestamp T this node has reached.", float64(st.T))

@@ -64,9 +64,12 @@ type statusView struct {
 	// stale or foreign input (see group.Stats.Drops).
 	Drops map[string]uint64 `json:"drops,omitempty"`
 	// Joining, set while the daemon is not a member yet (multicast mode),
-	// says what it waits for, and JoiningFor since when.
+	// says what it waits for, and JoiningFor since when; Error is the
+	// daemon's answer then ("not a member of the group yet: ..."). Such a
+	// status lists no members and no locks.
 	Joining    string  `json:"joining,omitempty"`
 	JoiningFor float64 `json:"joining_ms,omitempty"`
+	Error      string  `json:"error,omitempty"`
 }
 
 type memberView struct {
@@ -139,9 +142,9 @@ func statusCommand() *cli.Command {
 			case errors.As(err, &ee):
 				return err // a usage error keeps its status
 			case errors.As(err, &je) && v != nil:
-				// Shown, and exit status 1: a script that waits for its
-				// daemon to be a member waits on.
-				err = &exitError{code: 1}
+				// Shown, said on stderr, and exit status 1: a script that
+				// waits for its daemon to be a member waits on.
+				err = &exitError{code: 1, err: err}
 			case err != nil:
 				return &exitError{code: 1, err: err}
 			}
@@ -262,6 +265,7 @@ func (d *daemonClient) status() (*statusView, error) {
 	}
 	switch {
 	case !r.OK && r.Status != nil && r.Status.Joining != "":
+		r.Status.Error = r.Error
 		return r.Status, &joiningError{why: r.Error}
 	case !r.OK || r.Status == nil:
 		return nil, fmt.Errorf("daemon: %s", r.Error)
@@ -394,9 +398,9 @@ func printStatus(w io.Writer, v *statusView) {
 
 // joinDropHints explain the drops that keep a node from hearing its group.
 var joinDropHints = map[string]string{
-	group.DropUnknownKey: "datagrams sealed with a key this node does not hold: its key file is not the group's, or predates the group's last key change (the log names the key)",
-	group.DropNeedsKey:   "sealed datagrams, and this node has no key: start it with the group's --keyfile",
-	group.DropUnsealed:   "datagrams not sealed, and this node has a key: the group runs without one, or a host without it is on the address",
+	group.DropUnknownKey: "the group's datagrams come sealed with a key this node does not hold: its key file is not the group's, or predates the group's last key change (the log names the key; or someone forges them)",
+	group.DropNeedsKey:   "the group's datagrams come sealed, and this node has no key: start it with the group's --keyfile",
+	group.DropUnsealed:   "the group's datagrams come unsealed, and this node has a key: the group runs without one, or a host without the key joins it",
 }
 
 // printJoining prints the status of a daemon that is not a member yet.
