@@ -96,7 +96,8 @@ type Config struct {
 	// on (Status.Joined false, Status.HeardGroup whether the group was
 	// heard, the drop counts): a caller that may wait long for its group
 	// can show why, a stale key or a network that loses the group's
-	// datagrams. The function fails once Join has failed.
+	// datagrams. The function fails once Join has failed. Join calls
+	// Joining itself, before it waits: it must return at once.
 	Joining func(status func() (Status, error))
 
 	// MaxDatagram is the largest datagram sent or accepted, in bytes.

@@ -28,6 +28,7 @@ import (
 //	daemon: {"ok":true,"token":1234,"expires_ns":N}  once the lock is held
 //	daemon: {"expires_ns":N}                     each time the lease is renewed
 //	client: {"op":"release"}  (or closes the connection)
+//	daemon: {"released":true}                    once released on request
 //	daemon: {"lost":"reason"}                    if the group takes it back
 //
 // expires_ns is when the daemon's lease runs out unless renewed, in
@@ -37,6 +38,11 @@ import (
 //
 //	client: {"op":"status"}
 //	daemon: {"ok":true,"status":{...}}
+//	daemon: {"error":"...","status":{...,"joining":"..."}}  not a member yet
+//
+// "ok" is the one mark of success: a daemon that is not a member of its
+// group yet answers with an error, and (multicast mode) with its status
+// beside it, which says what it waits for and lists no members.
 //
 // A client that disconnects while it waits for a lock withdraws its request;
 // one that disconnects while it holds the lock releases it. So a script
@@ -68,10 +74,13 @@ type response struct {
 	Token  uint64 `json:"token,omitempty"`
 	Margin int64  `json:"margin_ms,omitempty"` // the group's lease margin
 	// Expires is the lease deadline on CLOCK_BOOTTIME, in nanoseconds.
-	Expires int64       `json:"expires_ns,omitempty"`
-	Lost    string      `json:"lost,omitempty"`
-	Status  *statusView `json:"status,omitempty"`
-	Keys    []string    `json:"keys,omitempty"` // key IDs, the one sealing first
+	Expires int64  `json:"expires_ns,omitempty"`
+	Lost    string `json:"lost,omitempty"`
+	// Released: the lock was released on the client's request (which
+	// may come from the command under it), and the connection ends.
+	Released bool        `json:"released,omitempty"`
+	Status   *statusView `json:"status,omitempty"`
+	Keys     []string    `json:"keys,omitempty"` // key IDs, the one sealing first
 	// Warning: a key operation was carried out, but not all of it (the
 	// key file not rewritten).
 	Warning string `json:"warning,omitempty"`
@@ -264,6 +273,7 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 	// the command under the lock holds the connection too (see
 	// runLocked), and may write to it by mistake.
 	gone := make(chan struct{})
+	var asked atomic.Bool // a release request, not the connection's end
 	go func() {
 		defer func() { close(gone); cancel() }()
 		warned := false
@@ -274,6 +284,7 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 			}
 			var r request
 			if err == nil && json.Unmarshal(line, &r) == nil && r.Op == "release" {
+				asked.Store(true)
 				return
 			}
 			if !warned {
@@ -315,8 +326,16 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 	// exits. Releasing a lease that is lost already does nothing.
 	defer func() {
 		<-gone
-		if err := lease.Release(); err != nil && lease.Err() == nil {
+		err := lease.Release()
+		if err != nil && lease.Err() == nil {
 			log.Warn().Err(err).Str("resource", req.Name).Msg("release")
+		}
+		if asked.Load() && err == nil {
+			// Whoever asked may still be there (a command that released
+			// early, through the descriptor it inherited, runs on): it
+			// must not take the connection's end for a lost lock.
+			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = enc.Encode(response{Released: true})
 		}
 	}()
 	var margin int64

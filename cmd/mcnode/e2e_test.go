@@ -558,6 +558,19 @@ func lockExitStatus(t *testing.T, c *cluster) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
 		t.Fatalf("exit status: %v, want 7", err)
 	}
+	// A command that releases the lock itself, on descriptor 3, runs on
+	// without it (it was taken for lost, and the command killed), and
+	// mcnode lock exits with its status: host 1 takes the lock while it
+	// runs, and only then lets it end.
+	flag := filepath.Join(c.dir, "released-early")
+	early := c.background(c.mcnode(0, "lock", "r", "--", "sh", "-c",
+		`echo '{"op":"release"}' >&3; while [ ! -e "$1" ]; do sleep 0.05; done; exit 5`, "sh", flag))
+	if out, err := c.mcnode(1, "lock", "--timeout", "20s", "r", "--", "touch", flag).CombinedOutput(); err != nil {
+		_ = early.cmd.Process.Kill()
+		<-early.done
+		t.Fatalf("the lock its command released, from another host: %v: %s\nfirst: %s", err, out, early.out)
+	}
+	early.wantExit(t, 5, "a command that released its lock and ran on")
 	holder := c.mcnode(0, "lock", "s", "--", "sleep", "30")
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)

@@ -74,12 +74,16 @@ func lockCommand() *cli.Command {
 
 // held is a lock held either through the daemon or by joining directly.
 type held struct {
-	token   uint64
-	margin  time.Duration // the group's lease margin
-	conn    *os.File      // the daemon connection, for COMMAND to inherit
-	lost    <-chan struct{}
-	why     func() string
-	release func()
+	token  uint64
+	margin time.Duration // the group's lease margin
+	conn   *os.File      // the daemon connection, for COMMAND to inherit
+	lost   <-chan struct{}
+	// released is closed when the daemon released the lock on a request
+	// that did not come from mcnode lock: the command's, through the
+	// connection it inherited. The command runs on, without the lock.
+	released <-chan struct{}
+	why      func() string
+	release  func()
 	// expires returns the lease deadline on CLOCK_BOOTTIME, as last heard
 	// (0: leases do not expire in this mode).
 	expires func() time.Duration
@@ -421,19 +425,22 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 	if uc, ok := d.conn.(*net.UnixConn); ok {
 		conn, _ = uc.File() // a duplicate, for COMMAND to inherit
 	}
-	lost := make(chan struct{})
+	lost, released := make(chan struct{}), make(chan struct{})
 	var why atomic.Value
 	why.Store("the daemon went away")
 	var expires atomic.Int64
 	expires.Store(r.Expires)
 	go func() {
 		// The daemon says nothing more but lease renewals, unless the lock
-		// is lost; an error here means the daemon (and with it the lock) is
-		// gone.
+		// is lost or released on request; an error here means the daemon
+		// (and with it the lock) is gone.
 		for {
 			r, err := d.receive()
 			switch {
 			case err != nil:
+			case r.Released:
+				close(released)
+				return
 			case r.Lost != "":
 				why.Store(r.Lost)
 			default:
@@ -447,7 +454,7 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 		}
 	}()
 	return &held{
-		token: r.Token, lost: lost, why: func() string { return why.Load().(string) }, conn: conn,
+		token: r.Token, lost: lost, released: released, why: func() string { return why.Load().(string) }, conn: conn,
 		margin:  time.Duration(r.Margin) * time.Millisecond,
 		expires: func() time.Duration { return time.Duration(expires.Load()) },
 		release: func() {
@@ -539,6 +546,12 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 				continue
 			}
 			send(ss) // the command decides; we wait for it
+		case <-h.released:
+			// The command released the lock itself (on descriptor 3),
+			// as mcnode lock would have: it runs on without it, and
+			// nothing is left to lose or to expire.
+			log.Info().Str("lock", name).Msg("the command released the lock; waiting for it to exit")
+			h.released, h.lost, h.expires = nil, nil, nil
 		case <-h.lost:
 			lost = true
 			h.lost = nil

@@ -119,7 +119,7 @@ func statusCommand() *cli.Command {
 		Name:  "status",
 		Usage: "show the members, the server, T, and every lock's holder and queue",
 		Description: "Asks the local `mcnode run` daemon; without one, joins the group briefly to\n" +
-			"look (it then appears as a member for a moment). A daemon that is not a member\n" +
+			"look (it then appears as a member for a moment). A multicast daemon not a member\n" +
 			"yet shows what it waits for (a group it has not heard, or one that has not\n" +
 			"admitted it) and what it dropped, say datagrams sealed with a key it lacks;\n" +
 			"status then exits 1, as it does when there is no group to ask.",
