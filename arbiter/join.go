@@ -17,6 +17,14 @@ type joining struct {
 	// sawUnreadable: so is one whose datagrams this node cannot read
 	// (HeardUnreadable); it never founds one either.
 	sawUnreadable bool
+	// sawLower: a newcomer of a lower incarnation asks to join too, and
+	// founds the group if nobody answers; this node then waits longer
+	// (lowerWait), to be admitted by it, not to found a second group.
+	sawLower bool
+	// answered, answeredAt: when this node last sent its request again
+	// for a newcomer of a higher incarnation (see onJoinRequest).
+	answered   bool
+	answeredAt uint64
 	// greeted holds who greeted this node, by member ID: the incarnation
 	// and address it greeted from, which must be the member's.
 	greeted map[wire.NodeID]greeter
@@ -64,7 +72,11 @@ func (n *Node) sendJoinRequest() {
 
 func (n *Node) tickJoin() {
 	j := n.join
-	if n.st == nil && n.cfg.FoundAfterTicks > 0 && !j.sawGroup && !j.sawUnreadable && n.now-j.waitFrom >= uint64(n.cfg.FoundAfterTicks) {
+	wait := uint64(n.cfg.FoundAfterTicks)
+	if j.sawLower {
+		wait += n.lowerWait()
+	}
+	if n.st == nil && n.cfg.FoundAfterTicks > 0 && !j.sawGroup && !j.sawUnreadable && n.now-j.waitFrom >= wait {
 		n.found()
 		return
 	}
@@ -72,6 +84,15 @@ func (n *Node) tickJoin() {
 		n.sendJoinRequest()
 	}
 }
+
+// lowerWait is how much longer than FoundAfterTicks a newcomer waits, from
+// the last request of a newcomer of a lower incarnation, before it founds
+// the group itself. That newcomer founds at most FoundAfterTicks after its
+// last request and then admits this node at its next request, within
+// JoinRetryTicks: with two retry intervals this node's wait ends
+// FoundAfterTicks after that at the soonest. Only the death of the lower
+// one before it founds makes this node wait them out.
+func (n *Node) lowerWait() uint64 { return 2 * uint64(n.cfg.JoinRetryTicks) }
 
 // greetedByAll reports whether every member admitted before us has greeted
 // us. It is asked at every greeting, so it counts before it lists: in a large
@@ -115,8 +136,20 @@ func (n *Node) onJoinRequest(in inbound, m *wire.JoinRequest) {
 	if n.st == nil {
 		// Two newcomers waiting to found a group: the lower incarnation
 		// founds it, the higher waits to be admitted.
-		if n.join != nil && m.Inc < n.cfg.Inc {
-			n.join.waitFrom = n.now
+		j := n.join
+		switch {
+		case j == nil:
+		case m.Inc < n.cfg.Inc:
+			j.waitFrom, j.sawLower = n.now, true
+		case m.Inc > n.cfg.Inc && (!j.answered || n.now-j.answeredAt >= uint64(max(1, n.cfg.JoinRetryTicks/4))):
+			// The higher one may have started after this node's last
+			// request (the first of several hosts started at once, all
+			// free to found): it must hear of this node before its own
+			// wait runs out, or each founds a group and both grant the
+			// same locks. (At most four times a retry interval, however
+			// many newcomers ask.)
+			j.answered, j.answeredAt = true, n.now
+			n.sendJoinRequest()
 		}
 		return
 	}

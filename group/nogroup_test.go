@@ -110,3 +110,48 @@ func hasKind(ms []wire.Message, k wire.Kind) bool {
 	}
 	return false
 }
+
+// Nodes started at the same moment, each free to found the group (the
+// default), found one group between them, not one each: each would grant
+// the same locks. (They did, found by an embedder's test.)
+func TestNodesStartedTogetherFoundOneGroup(t *testing.T) {
+	for seed := int64(1); seed <= 5; seed++ {
+		synctest.Test(t, func(t *testing.T) {
+			net := memnet.New(seed)
+			const n = 3
+			gs := make([]*group.Group, n)
+			errs := make(chan error, n)
+			for i := range gs {
+				cfg := memConfig(net)
+				cfg.Bootstrap = true
+				go func() {
+					var err error
+					gs[i], err = group.Join(context.Background(), cfg)
+					errs <- err
+				}()
+			}
+			for range gs {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer func() {
+				for _, g := range gs {
+					g.Close()
+				}
+			}()
+			time.Sleep(5 * memConfig(net).JoinTimeout) // the members greet each other
+			instances := map[uint64]int{}
+			for _, g := range gs {
+				st, err := g.Status()
+				if err != nil {
+					t.Fatal(err)
+				}
+				instances[st.Instance]++
+			}
+			if len(instances) != 1 {
+				t.Fatalf("seed %d: %d nodes started together founded %d groups: %v", seed, n, len(instances), instances)
+			}
+		})
+	}
+}

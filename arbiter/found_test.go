@@ -1,0 +1,104 @@
+package arbiter_test
+
+import (
+	"testing"
+
+	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/internal/simtest"
+)
+
+// Hosts started together, each free to found the group if nobody answers
+// (as `mcnode run` is on a first start, and the library by default), found
+// one group, not one each: each would grant the same locks. All start at
+// once, or one after another a fraction of the join timeout apart (a host
+// that starts after another's last join request must still hear of it
+// before its own wait runs out), over a network that delays and
+// duplicates. It found a group per host when the join timeout and the
+// retry interval were equal.
+func TestNewcomersStartedTogetherFoundOneGroup(t *testing.T) {
+	for _, gap := range []int64{0, 1, 7, simtest.SubTicks * 2, simtest.SubTicks * 5, simtest.SubTicks * 37} {
+		for seed := int64(1); seed <= 60; seed++ {
+			n := 2 + int(seed%4)
+			s := simtest.New(simtest.Options{Seed: seed, Hosts: n, Dup: 0.05,
+				// Staggered, the hosts after the first start anew below;
+				// what their first incarnations sent at once is lost.
+				Drop: func(d *simtest.Datagram) bool { return gap > 0 && d.Sent == 0 && d.From != 0 },
+				Tweak: func(c *arbiter.Config) {
+					// The runtime's mapping on a LAN (group.DefaultLANConfig):
+					// found after one join timeout, retried every join
+					// timeout, ten heartbeats.
+					c.Bootstrap = false
+					c.JoinRetryTicks = 10 * c.HeartbeatTicks
+					c.FoundAfterTicks = c.JoinRetryTicks
+				}})
+			// New started every host at once; staggered, all but the
+			// first start again, one after another, gap apart.
+			for i := 1; i < n && gap > 0; i++ {
+				s.Crash(i)
+			}
+			for i := 1; i < n && gap > 0; i++ {
+				s.RunUntil(s.Now+gap, nil)
+				s.Start(i, false)
+			}
+			ok := s.RunUntil(s.Now+2000*simtest.SubTicks, func() bool {
+				for _, h := range s.Hosts {
+					if !h.Node.Joined() {
+						return false
+					}
+				}
+				return true
+			})
+			instances := map[uint64]int{}
+			for _, h := range s.Hosts {
+				if h.Node.Joined() {
+					instances[h.Node.Instance()]++
+				}
+			}
+			if !ok || len(instances) != 1 {
+				t.Fatalf("gap %d, seed %d, %d hosts: joined %v, groups (instance: members) %v; want one group of all",
+					gap, seed, n, ok, instances)
+			}
+			for _, v := range s.Check.Violations {
+				t.Errorf("gap %d, seed %d: %s", gap, seed, v)
+			}
+		}
+	}
+}
+
+// A newcomer that starts after the lowest one's last join request, and
+// before that one founds the group, must hear of it before its own wait
+// runs out, even if the founder's first datagrams to it are lost: the
+// lowest answers its request with one of its own, and the newcomer then
+// waits long enough to be admitted. Without that answer it founded a
+// second group here.
+func TestLateNewcomerHearsOfTheFounder(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		var s *simtest.Sim
+		const gap = 5 // ticks
+		cut := int64(0)
+		s = simtest.New(simtest.Options{Seed: seed, Hosts: 2,
+			Drop: func(d *simtest.Datagram) bool {
+				// Host 1's first incarnation dies unheard; the group host 0
+				// founds is not heard by host 1 until after host 1's wait
+				// would end without the founder's answer.
+				return d.From == 1 && d.Sent == 0 || d.From == 0 && d.To == 1 && d.Packet.Header.Instance != 0 && s.Now < cut
+			},
+			Tweak: func(c *arbiter.Config) {
+				c.Bootstrap = false
+				c.JoinRetryTicks = 10 * c.HeartbeatTicks
+				c.FoundAfterTicks = c.JoinRetryTicks
+			}})
+		cut = int64(gap+10*arbiter.DefaultConfig().HeartbeatTicks+5) * simtest.SubTicks
+		s.Crash(1)
+		s.RunUntil(gap*simtest.SubTicks, nil)
+		for s.Start(1, false); s.Hosts[1].Node.Inc() < s.Hosts[0].Node.Inc(); s.Start(1, false) {
+			// Host 0 must be the lower incarnation, the one that founds.
+		}
+		ok := s.RunUntil(s.Now+2000*simtest.SubTicks, func() bool {
+			return s.Hosts[0].Node.Joined() && s.Hosts[1].Node.Joined()
+		})
+		if !ok || s.Hosts[0].Node.Instance() != s.Hosts[1].Node.Instance() {
+			t.Fatalf("seed %d: joined %v, instances %x and %x; want one group", seed, ok, s.Hosts[0].Node.Instance(), s.Hosts[1].Node.Instance())
+		}
+	}
+}
