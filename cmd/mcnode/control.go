@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
 
 	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
@@ -52,9 +54,13 @@ import (
 // A request line is at most maxRequestLine bytes and must come within
 // requestTimeout of connecting.
 type request struct {
-	Op   string `json:"op"`
-	Name string `json:"name,omitempty"`
-	Try  bool   `json:"try,omitempty"`
+	Op string `json:"op"`
+	// Group, if set, is the group the client was told to use (--group or
+	// MCNODE_GROUP): a daemon of another group refuses the request, rather
+	// than take a lock in a group the client did not ask for.
+	Group string `json:"group,omitempty"`
+	Name  string `json:"name,omitempty"`
+	Try   bool   `json:"try,omitempty"`
 	// The key operations: "keys" lists, "key-install" adds Key (base64),
 	// "key-use" and "key-remove" take the key's ID.
 	Key string `json:"key,omitempty"`
@@ -76,6 +82,9 @@ type response struct {
 	// Expires is the lease deadline on CLOCK_BOOTTIME, in nanoseconds.
 	Expires int64  `json:"expires_ns,omitempty"`
 	Lost    string `json:"lost,omitempty"`
+	// Group is the daemon's group, in the answer that grants a lock (the
+	// command's MCNODE_GROUP).
+	Group string `json:"group,omitempty"`
 	// Released: the lock was released on the client's request (which
 	// may come from the command under it), and the connection ends.
 	Released bool        `json:"released,omitempty"`
@@ -238,6 +247,11 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 		_ = enc.Encode(response{Error: "bad request: " + err.Error()})
 		return
 	}
+	if have := groupOf(g); req.Group != "" && have != "" && req.Group != have {
+		_ = enc.Encode(response{Error: fmt.Sprintf("this daemon serves group %s, not %s: use the socket of a daemon of group %s (--socket), or leave --group and MCNODE_GROUP unset to use this one",
+			strconv.Quote(have), strconv.Quote(req.Group), strconv.Quote(req.Group))})
+		return
+	}
 	switch req.Op {
 	case "status":
 		st, err := g.status()
@@ -343,7 +357,7 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 		margin = st.Margin
 	}
 	expires, _ := leaseExpiry(lease)
-	if err := enc.Encode(response{OK: true, Token: lease.Token(), Margin: margin, Expires: int64(expires)}); err != nil {
+	if err := enc.Encode(response{OK: true, Token: lease.Token(), Margin: margin, Expires: int64(expires), Group: groupOf(g)}); err != nil {
 		return
 	}
 	renewals := time.NewTicker(leaseReportInterval)
@@ -385,6 +399,26 @@ const leaseReportInterval = 50 * time.Millisecond
 type daemonClient struct {
 	conn net.Conn
 	in   *bufio.Reader
+	// group, if set, goes in every request (request.Group).
+	group string
+}
+
+// askedGroup is the group the user named (--group, MCNODE_GROUP or the
+// config file), or "" if the default stands: a daemon reached at a socket
+// given outright (--socket, MCNODE_SOCKET) may then serve any group.
+func askedGroup(c *cli.Context) string {
+	if c.IsSet("group") {
+		return c.String("group")
+	}
+	return ""
+}
+
+// groupOf is the group the daemon behind g serves, or "" if unknown.
+func groupOf(g locker) string {
+	if j, ok := g.(*joining); ok {
+		return j.group
+	}
+	return ""
 }
 
 // dialDaemon connects to the daemon; os.ErrNotExist-like errors mean there
@@ -404,6 +438,9 @@ func dialDaemon(path string) (*daemonClient, error) {
 }
 
 func (d *daemonClient) send(req request) error {
+	if req.Group == "" {
+		req.Group = d.group
+	}
 	b, _ := json.Marshal(req)
 	_, err := d.conn.Write(append(b, '\n'))
 	return err
@@ -431,6 +468,8 @@ func (d *daemonClient) Close() error { return d.conn.Close() }
 // daemonMembership).
 type joining struct {
 	ready atomic.Pointer[locker]
+	// group is the group the daemon serves (its --group).
+	group string
 	// why is what keeps the daemon from founding the group, if anything
 	// does (daemonMembership); "" if it founds one when none answers.
 	why string

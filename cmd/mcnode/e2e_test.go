@@ -164,7 +164,7 @@ func (c *cluster) socket(i int) string { return filepath.Join(c.dir, fmt.Sprintf
 // millisecond, where starting `mcnode status` takes far longer. The tests
 // that kill a daemon need a fresh answer.
 func (c *cluster) status(i int) (*statusView, error) {
-	v, err := daemonStatus(c.socket(i))
+	v, err := daemonStatus(c.socket(i), "")
 	if err != nil {
 		return nil, fmt.Errorf("status of host %d: %w", i, err)
 	}
@@ -558,6 +558,20 @@ func lockExitStatus(t *testing.T, c *cluster) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
 		t.Fatalf("exit status: %v, want 7", err)
 	}
+	// A daemon of another group than the one asked for (--group, with the
+	// daemon's socket given) refuses, lock and status alike, rather than
+	// lock in a group the user did not ask for; the command learns the
+	// group it holds the lock in.
+	for _, args := range [][]string{{"lock", "-g", "other", "s", "--", "true"}, {"status", "-g", "other"}} {
+		out, err := c.mcnode(0, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), `this daemon serves group "e2e", not "other"`) {
+			t.Errorf("mcnode %v at a daemon of group e2e: %v: %s", args, err, out)
+		}
+	}
+	if out, err := c.mcnode(0, "lock", "s", "--", "sh", "-c", `echo "in $MCNODE_GROUP"`).CombinedOutput(); err != nil || !strings.Contains(string(out), "in e2e") {
+		t.Errorf("MCNODE_GROUP of a command under a daemon's lock: %v: %s", err, out)
+	}
+
 	// A command that releases the lock itself, on descriptor 3, runs on
 	// without it (it was taken for lost, and the command killed), and
 	// mcnode lock exits with its status: host 1 takes the lock while it

@@ -313,6 +313,7 @@ func keysCommand() *cli.Command {
 			return &exitError{code: 1, err: fmt.Errorf("no mcnode run daemon for group %q: %w", c.String("group"), err)}
 		}
 		defer d.Close()
+		d.group = askedGroup(c)
 		if err := d.send(req); err != nil {
 			return &exitError{code: 1, err: err}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,7 +84,10 @@ type held struct {
 	// connection it inherited. The command runs on, without the lock.
 	released <-chan struct{}
 	why      func() string
-	release  func()
+	// group is the group the lock is held in, if a daemon said so: the
+	// daemon's, which --group need not name.
+	group   string
+	release func()
 	// expires returns the lease deadline on CLOCK_BOOTTIME, as last heard
 	// (0: leases do not expire in this mode).
 	expires func() time.Duration
@@ -302,6 +306,7 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 		d, err := dialDaemon(path)
 		switch {
 		case err == nil:
+			d.group = askedGroup(c)
 			log.Debug().Str("socket", path).Msg("locking through the local daemon")
 			return lockViaDaemon(ctx, d, name, c.Bool("nonblock"))
 		case errors.Is(err, errUnsafeSocketDir):
@@ -454,7 +459,7 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 		}
 	}()
 	return &held{
-		token: r.Token, lost: lost, released: released, why: func() string { return why.Load().(string) }, conn: conn,
+		token: r.Token, lost: lost, released: released, why: func() string { return why.Load().(string) }, conn: conn, group: r.Group,
 		margin:  time.Duration(r.Margin) * time.Millisecond,
 		expires: func() time.Duration { return time.Duration(expires.Load()) },
 		release: func() {
@@ -479,7 +484,7 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	cmd.Env = append(os.Environ(),
 		"MCNODE_LOCK="+name,
 		"MCNODE_TOKEN="+strconv.FormatUint(h.token, 10),
-		"MCNODE_GROUP="+c.String("group"),
+		"MCNODE_GROUP="+cmp.Or(h.group, c.String("group")),
 	)
 	foreground := c.Bool("foreground")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: !foreground}

@@ -80,7 +80,7 @@ func runCommand() *cli.Command {
 			defer l.Close()
 			// Local clients get an answer while the daemon joins, which may
 			// take long: "not a member yet", and why.
-			j := &joining{why: why}
+			j := &joining{why: why, group: c.String("group")}
 			if addr := c.String("metrics-addr"); addr != "" {
 				ml, err := newMetrics(j).serve(addr, log)
 				if err != nil {

@@ -283,7 +283,7 @@ func TestE2ERunStateDirectoryShared(t *testing.T) {
 	c.kill(0)
 	again := c.background(c.mcnode(0, "run", "--socket", other, "--join-timeout", "1m"))
 	waitFile(t, other, "the daemon after the killed one serves its socket")
-	v, err := daemonStatus(other)
+	v, err := daemonStatus(other, "")
 	if err == nil {
 		t.Fatalf("the restarted daemon is a member at once (%+v); it should wait for the group", v)
 	}

@@ -188,7 +188,7 @@ func watchStatus(c *cli.Context) error {
 		// stopped daemon keeps the question waiting.
 		ch := make(chan answer, 1)
 		go func() {
-			v, err := daemonStatus(path)
+			v, err := daemonStatus(path, askedGroup(c))
 			ch <- answer{v, err}
 		}()
 		var v *statusView
@@ -233,11 +233,12 @@ func watchStatus(c *cli.Context) error {
 
 // daemonStatus asks the local daemon for its status, and gives up on a
 // daemon that does not answer within statusTimeout (it is stopped, say).
-func daemonStatus(path string) (*statusView, error) {
+func daemonStatus(path, group string) (*statusView, error) {
 	d, err := dialDaemon(path)
 	if err != nil {
 		return nil, err
 	}
+	d.group = group
 	defer d.Close()
 	_ = d.conn.SetDeadline(time.Now().Add(statusTimeout))
 	return d.status()
@@ -284,6 +285,7 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 	}
 	if err == nil {
 		defer d.Close()
+		d.group = askedGroup(c)
 		_ = d.conn.SetDeadline(time.Now().Add(statusTimeout))
 		return d.status()
 	}
