@@ -318,11 +318,20 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 		return nil, err
 	}
 	defer g.Leave(context.Background())
-	st, err := g.Status()
-	if err != nil {
-		return nil, err
+	// Just admitted, this node has not been pinged yet, and would report
+	// no quorum in a healthy group: the server's next ping comes within a
+	// heartbeat.
+	deadline := time.Now().Add(3 * cfg.HeartbeatInterval)
+	for {
+		st, err := g.Status()
+		if err != nil {
+			return nil, err
+		}
+		if st.Quorum.Held || time.Now().After(deadline) {
+			return viewStatus(st), nil
+		}
+		time.Sleep(cfg.HeartbeatInterval / 10)
 	}
-	return viewStatus(st), nil
 }
 
 // printFailover says whether this node reaches a majority, and what it knows
