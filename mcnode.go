@@ -57,7 +57,8 @@ type Locker interface {
 	// Callers in one process are served in the order they called.
 	Acquire(ctx context.Context, name string) (Lease, error)
 	// TryAcquire takes the named lock if it is free, and returns an error
-	// that wraps ErrLocked if another node holds or waits for it.
+	// that wraps ErrLocked if it is held or waited for: by another node,
+	// or by another caller of this one.
 	TryAcquire(ctx context.Context, name string) (Lease, error)
 	// Publish sends an application state update to the other members.
 	Publish(topic string, data []byte) error
@@ -91,8 +92,10 @@ type Lease interface {
 	// Err says why the lease was lost, or nil.
 	Err() error
 	// TimeLeft returns how long the lease has left unless the group renews
-	// it, and true, in multicast mode; false in quorum mode, whose locks
-	// do not expire. A holder whose process may be paused (a GC pause,
+	// it, and true: in multicast mode, and in quorum mode with failure
+	// handling (node.Config.Lease); false where locks do not expire. The
+	// lease is the node's, renewed for all it holds: it says nothing of a
+	// lock already released. A holder whose process may be paused (a GC pause,
 	// SIGSTOP, a suspended machine) acts on the resource only while enough
 	// is left: once the lease runs out the group may hand the lock to
 	// another, before this process has run again to see Lost.
@@ -146,7 +149,7 @@ type Status struct {
 }
 
 // ErrLocked is wrapped by TryAcquire's error when the lock is taken.
-var ErrLocked = errors.New("mcnode: the lock is held or waited for by another node")
+var ErrLocked = errors.New("mcnode: the lock is held or waited for")
 
 // ErrConfig is wrapped by Start's errors for a config it cannot use (with
 // the runtime's own: group.ErrConfig, node.ErrConfig).
@@ -213,9 +216,10 @@ func Wrap[R Runtime](r R) Locker {
 }
 
 // Unwrap returns the runtime under a Locker from Start or Wrap:
-// *group.Group or *node.Node, for what only one mode has (a multicast
-// lease's expiry, the group key ring, the full status). Nil for any other
-// Locker.
+// *group.Group or *node.Node, for what only one mode has (the event
+// stream, the group key ring, the full status). Nil for any other Locker.
+// A Lease's own extras are on the Lease: a multicast one is a
+// *group.Lease (Expires).
 func Unwrap(l Locker) any {
 	switch l := l.(type) {
 	case groupLocker:

@@ -136,6 +136,7 @@ type Config struct {
 
 	// Transport, if set, replaces UDP (Address, Interface, Bind, TTL and
 	// Loopback are then unused); group/memnet provides one for tests.
+	// Join takes it over: it is closed with the node, or when Join fails.
 	Transport Transport
 	// Clock drives the runtime's ticks; nil is BootClock (CLOCK_BOOTTIME).
 	Clock Clock
@@ -143,10 +144,14 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
-// DefaultLANConfig returns settings for a group on one LAN segment: TTL 1,
-// a 10 ms tick, turns of at most 64 decisions or 500 ms, a 1.5 s lease, a
-// ping every 100 ms and a takeover after 500 ms without one.
-// Name and Interface have no default.
+// DefaultLANConfig returns settings for a group on one LAN segment: group
+// address 239.192.77.1:7946, TTL 1, loopback delivery on (for members on
+// the same host), a 10 ms tick, turns of at most 64 decisions or 500 ms, a
+// 1.5 s lease, a ping every 100 ms, a takeover after 500 ms without one,
+// and Bootstrap: the group is founded if nobody answers within the 1 s
+// join timeout (nodes started together found one between them; nodes that
+// cannot hear each other found one each). Name and Interface have no
+// default.
 func DefaultLANConfig() Config {
 	return Config{
 		Address:           "239.192.77.1:7946",

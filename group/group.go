@@ -35,13 +35,19 @@ var (
 	// reached a node that joins, sealed with a key it does not hold (or
 	// sealed, and it holds none), and none it could read.
 	ErrCannotRead = errors.New("group: the group's datagrams arrive sealed with a key this node does not hold")
+	// ErrLeaveUnconfirmed: Leave closed the node without the group's word
+	// that it recorded the leave (the group was not heard, or ctx ended);
+	// the group removes this node when its lease runs out, and only then
+	// gives what it held to others.
+	ErrLeaveUnconfirmed = errors.New("group: leave not confirmed")
 	// ErrRemoved: the group declared this node dead (it was not heard for
 	// longer than the lease) while it held the lease. The node rejoins as a
 	// new member by itself; calls that were waiting wait on, and ask again
 	// once it is a member.
 	ErrRemoved = errors.New("group: this node was removed from the group")
-	// ErrLocked: TryAcquire found the resource held by another member.
-	ErrLocked = errors.New("group: resource is held by another member")
+	// ErrLocked: TryAcquire found the resource held or waited for, by
+	// another member or another caller of this node.
+	ErrLocked = errors.New("group: resource is held or waited for")
 	// ErrLeaseLost: the group took the resource back before Release
 	// (this node's lease ran out, or it was removed).
 	ErrLeaseLost = errors.New("group: lease lost")
@@ -173,6 +179,9 @@ type Group struct {
 	ring      *seal.Ring
 	sealSeq   uint64
 	warnedKey bool
+	// leftUnconfirmed: the node left without the group's word (EventLeft
+	// with LeaveUnconfirmed).
+	leftUnconfirmed bool
 	// unreadable: a datagram of an established run of the group arrived
 	// that this node could not read (heardUnreadable).
 	unreadable       bool
@@ -206,12 +215,15 @@ type Stats struct {
 	Foreign       uint64 // datagrams of another group or run: dropped
 	Forged        uint64 // datagrams whose sender did not match its member: dropped
 	EventsDropped uint64 // events not read from Events in time
-	Entries       uint64 // resources granted to this node
-	Releases      uint64 // releases of this node the group recorded
-	ServerTurns   uint64 // times the server role came to this node
-	ViewChanges   uint64 // members joined, left or removed, as this node saw it
-	Rejoins       uint64 // times this node was removed and rejoined
-	OtherInstance uint64 // datagrams from a separately founded run of this group: dropped
+	// UpdatesDropped counts updates not delivered to a subscription whose
+	// reader fell behind (Subscribe), one for each such subscription.
+	UpdatesDropped uint64
+	Entries        uint64 // resources granted to this node
+	Releases       uint64 // releases of this node the group recorded
+	ServerTurns    uint64 // times the server role came to this node
+	ViewChanges    uint64 // members joined, left or removed, as this node saw it
+	Rejoins        uint64 // times this node was removed and rejoined
+	OtherInstance  uint64 // datagrams from a separately founded run of this group: dropped
 	// With a group key: datagrams dropped because they were not sealed,
 	// sealed with a key this node lacks, did not authenticate, or had been
 	// taken before; without one, sealed datagrams (NeedsKey).
@@ -310,6 +322,9 @@ func (g *Group) drops() map[string]uint64 {
 // member (admitted, given the state, greeted by every member).
 func Join(ctx context.Context, cfg Config) (*Group, error) {
 	if err := cfg.Validate(); err != nil {
+		if cfg.Transport != nil {
+			cfg.Transport.Close() // Join owns it, whatever becomes of the join
+		}
 		return nil, err
 	}
 	tr := cfg.Transport
@@ -907,6 +922,8 @@ func (g *Group) handle(e Event) {
 	case EventLeft:
 		if e.Reason != arbiter.LeaveUnconfirmed {
 			g.forgetMembership()
+		} else {
+			g.leftUnconfirmed = true // read by Leave once left is closed
 		}
 		if g.left != nil {
 			close(g.left)
@@ -1197,9 +1214,11 @@ func (g *Group) Status() (Status, error) {
 	})
 }
 
-// Leave tells the group this node is leaving (what it holds is released)
-// and closes it. It returns when the group has recorded the leave or ctx
-// ends; the node is closed either way.
+// Leave tells the group this node is leaving (what it holds is released:
+// its leases end, their Lost channels closed, with ErrNodeClosed) and
+// closes it. It returns when the group has recorded the leave, or with an
+// error wrapping ErrLeaveUnconfirmed when the group was not heard to or ctx
+// ended; the node is closed either way.
 func (g *Group) Leave(ctx context.Context) error {
 	left := make(chan struct{})
 	err := g.call(ctx, func() error {
@@ -1210,8 +1229,11 @@ func (g *Group) Leave(ctx context.Context) error {
 	if err == nil {
 		select {
 		case <-left:
+			if g.leftUnconfirmed {
+				err = fmt.Errorf("%w: the group was not heard; it removes this node when its lease runs out", ErrLeaveUnconfirmed)
+			}
 		case <-ctx.Done():
-			err = fmt.Errorf("group: leave not confirmed: %w", ctx.Err())
+			err = fmt.Errorf("%w: %w", ErrLeaveUnconfirmed, ctx.Err())
 		case <-g.done:
 		}
 	}

@@ -393,7 +393,7 @@ func ExampleGroup_Acquire() {
 	fmt.Println("b holds it, token >", 0, lease.Token() > 0)
 	lease.Release()
 	// Output:
-	// b while a holds it: group: resource is held by another member
+	// b while a holds it: group: resource is held or waited for
 	// b holds it, token > 0 true
 }
 

@@ -64,6 +64,12 @@ func (l *Lease) Err() error {
 // Release gives the resource back. Releasing twice is a no-op; releasing a
 // lost lease returns ErrLeaseLost.
 func (l *Lease) Release() error {
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return nil // even once the node is closed
+	}
 	err := l.g.call(context.Background(), func() error { return l.g.release(l) })
 	if errors.Is(err, ErrNodeClosed) {
 		return ErrLeaseLost

@@ -7,6 +7,9 @@ import (
 
 // Update is an application state update from a member (the paper's "system
 // state update"): best effort, each delivered at most once.
+//
+// Data is shared by every subscriber of this node (and the Event that
+// carried it): read it, do not change it.
 type Update struct {
 	From  NodeID
 	Topic string
@@ -48,5 +51,5 @@ func (g *Group) Subscribe(topic string) (<-chan Update, func()) {
 }
 
 func (g *Group) publishLocal(e Event) {
-	g.updates.Deliver(e.Topic, Update{From: e.Node, Topic: e.Topic, Data: e.Data})
+	g.stats.UpdatesDropped += uint64(g.updates.Deliver(e.Topic, Update{From: e.Node, Topic: e.Topic, Data: e.Data}))
 }
