@@ -43,6 +43,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lock"}, "usage: mcnode lock NAME"},
 		{[]string{"lock", "x", "--"}, "no COMMAND"},
 		{[]string{"lock", "--no-daemon", "x", "--", "true"}, "no --interface"},
+		// Where it looked for a daemon, when it found none to ask.
+		{[]string{"lock", "-g", "nodaemon", "x", "--", "true"}, `no daemon of group "nodaemon" at `},
+		{[]string{"status", "-g", "nodaemon"}, `no daemon of group "nodaemon" at `},
 		{[]string{"lock", "--no-daemon", "--interface", "lo", "--tick", "0s", "x", "--", "true"}, "--tick"},
 		{[]string{"lock", "--timeout", "soon", "x", "--", "true"}, "invalid value"},
 		{[]string{"status", "--log-level", "loud"}, "--log-level"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -85,6 +86,26 @@ func logger(c *cli.Context) (zerolog.Logger, error) {
 	return l.Level(level), nil
 }
 
+// noDaemonNoInterface is err, groupConfig's, unless it is errNoInterface
+// for a client that found no daemon to ask: it then says where it looked,
+// since a wrong group name, another user's daemon or a daemon with its own
+// --socket is the likelier mistake than a missing --interface.
+func noDaemonNoInterface(c *cli.Context, err error) error {
+	if !errors.Is(err, errNoInterface) {
+		return err
+	}
+	where := "no local daemon"
+	if c.Bool("no-daemon") {
+		where = "--no-daemon"
+	} else if path, err := clientSocketPath(c); err == nil {
+		where = fmt.Sprintf("no daemon of group %s at %s", strconv.Quote(c.String("group")), path)
+	}
+	return usage("%s, and no --interface to join the group on without one (or set MCNODE_INTERFACE)", where)
+}
+
+// errNoInterface: the group is to be joined, and no interface is named.
+var errNoInterface = errors.New("no --interface: name the network interface to join the group on (or set MCNODE_INTERFACE)")
+
 func usage(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
@@ -111,7 +132,7 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 		cfg.Keys = keys
 	}
 	if cfg.Interface == "" {
-		return cfg, usage("no --interface: name the network interface to join the group on (or set MCNODE_INTERFACE)")
+		return cfg, &exitError{code: exitUsage, err: errNoInterface}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, usage("%v", flagNames(err))

@@ -323,7 +323,7 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	}
 	cfg, err := groupConfig(c, log)
 	if err != nil {
-		return nil, err
+		return nil, noDaemonNoInterface(c, err)
 	}
 	// Founding a group for one lock is only safe if multicast is known to
 	// work: where it does not, every host would found its own group and all

@@ -300,7 +300,7 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 	}
 	cfg, err := groupConfig(c, log)
 	if err != nil {
-		return nil, err
+		return nil, noDaemonNoInterface(c, err)
 	}
 	cfg.Bootstrap = false // looking must not found a group
 	cfg.NoGroupAfter = 3 * cfg.JoinTimeout
