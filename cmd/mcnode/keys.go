@@ -134,6 +134,9 @@ func manageKeys(g locker, req request) (response, error) {
 		if err != nil {
 			return response{}, err
 		}
+		if req.Op == "key-use" && !slices.Contains(own, req.ID) {
+			return response{}, fmt.Errorf("this node lacks key %s: nothing changed (mcnode keys install it first)", req.ID)
+		}
 		if err := keysAllowed(own, agent.ask(ctx, "keys", "", ""), req); err != nil {
 			return response{}, err
 		}
@@ -374,10 +377,12 @@ func keysCommand() *cli.Command {
 		if err != nil {
 			return "", err
 		}
-		if _, err := seal.ParseID(id); err != nil {
+		parsed, err := seal.ParseID(id)
+		if err != nil {
 			return "", usage("%v", err)
 		}
-		return id, nil
+		// As listings show it: the members' lists are compared with it.
+		return seal.FormatID(parsed), nil
 	}
 	return &cli.Command{
 		Name:  "keys",
