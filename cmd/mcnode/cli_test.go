@@ -43,6 +43,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lock"}, "usage: mcnode lock NAME"},
 		{[]string{"lock", "x", "--"}, "no COMMAND"},
 		{[]string{"lock", "--no-daemon", "x", "--", "true"}, "no --interface"},
+		{[]string{"lock", "--no-daemon", "-i", "nonexist0", "x", "--", "true"}, `--interface "nonexist0": `},
 		// Where it looked for a daemon, when it found none to ask.
 		{[]string{"lock", "-g", "nodaemon", "x", "--", "true"}, `no daemon of group "nodaemon" at `},
 		{[]string{"status", "-g", "nodaemon"}, `no daemon of group "nodaemon" at `},

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -133,6 +134,10 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 	}
 	if cfg.Interface == "" {
 		return cfg, &exitError{code: exitUsage, err: errNoInterface}
+	}
+	if _, err := net.InterfaceByName(cfg.Interface); err != nil {
+		// A typo is a usage error, said before anything is opened.
+		return cfg, usage("--interface %s: %v", strconv.Quote(cfg.Interface), err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, usage("%v", flagNames(err))
