@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/BurntSushi/toml"
 	"github.com/urfave/cli/v2"
@@ -38,7 +41,11 @@ func withConfig(cmd *cli.Command, known func() map[string]bool) *cli.Command {
 			}
 		}
 		if err := load(c); err != nil {
-			return usage("--config %s: %v", c.String("config"), err)
+			msg := err.Error()
+			if strings.Contains(msg, "Expected 'duration'") {
+				msg += ` (a duration is a string: "10ms", "1.5s")`
+			}
+			return usage("--config %s: %s", c.String("config"), msg)
 		}
 		return nil
 	}
@@ -49,7 +56,11 @@ func withConfig(cmd *cli.Command, known func() map[string]bool) *cli.Command {
 func checkConfig(path string, known map[string]bool) error {
 	var settings map[string]any
 	if _, err := toml.DecodeFile(path, &settings); err != nil {
-		return err
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("%s: %w", path, pe.Err)
+		}
+		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "toml: "))
 	}
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
 		if !known[k] || len(k) == 1 || k == "config" || k == "help" {

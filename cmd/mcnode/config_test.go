@@ -62,8 +62,21 @@ func TestConfigFile(t *testing.T) {
 	if _, err := runWith(t, nil, "--config", file); err == nil || !strings.Contains(err.Error(), `unknown setting "grup"`) {
 		t.Errorf("a typo in the file: %v", err)
 	}
-	if _, err := runWith(t, nil, "--config", filepath.Join(dir, "missing.toml")); err == nil {
-		t.Error("a missing file is accepted")
+	missing := filepath.Join(dir, "missing.toml")
+	if _, err := runWith(t, nil, "--config", missing); err == nil || !strings.Contains(err.Error(), "--config "+missing+": no such file") {
+		t.Errorf("a missing file: %v", err)
+	}
+	// Errors name the file, and say what a duration looks like.
+	for content, want := range map[string]string{
+		"group = \n": "--config " + file + ": line 1",
+		"tick = 5\n": `a duration is a string: "10ms"`,
+	} {
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := runWith(t, nil, "--config", file); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a file holding %q: %v, want %q", content, err, want)
+		}
 	}
 }
 
