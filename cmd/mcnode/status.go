@@ -240,8 +240,18 @@ func daemonStatus(path, group string) (*statusView, error) {
 	}
 	d.group = group
 	defer d.Close()
+	return d.statusWithin(path)
+}
+
+// statusWithin asks the daemon at path for its status, and gives up on a
+// daemon that does not answer within statusTimeout, saying so.
+func (d *daemonClient) statusWithin(path string) (*statusView, error) {
 	_ = d.conn.SetDeadline(time.Now().Add(statusTimeout))
-	return d.status()
+	v, err := d.status()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("the daemon at %s did not answer within %v: is it stopped (SIGSTOP, Ctrl-Z) or hung?", path, statusTimeout)
+	}
+	return v, err
 }
 
 // joiningError is the answer of a daemon that is not a member of its
@@ -286,8 +296,7 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 	if err == nil {
 		defer d.Close()
 		d.group = askedGroup(c)
-		_ = d.conn.SetDeadline(time.Now().Add(statusTimeout))
-		return d.status()
+		return d.statusWithin(path)
 	}
 	log, err := logger(c)
 	if err != nil {

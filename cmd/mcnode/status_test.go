@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -191,5 +194,38 @@ func TestStatusQuotesNames(t *testing.T) {
 	// Every lock is one line of the table.
 	if n := strings.Count(s, "token "); n != len(v.Resources) || strings.Count(s, "\n  ") != len(v.Members)+len(v.Resources) {
 		t.Errorf("the table is broken (%d token lines):\n%s", n, s)
+	}
+}
+
+// A daemon that takes the question and never answers (stopped with
+// SIGSTOP after accepting, say) is given up on within statusTimeout, and
+// the error says what to suspect, not "i/o timeout".
+func TestStatusOfAStoppedDaemon(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "s.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	start := time.Now()
+	_, err = daemonStatus(path, "")
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 3s: is it stopped") {
+		t.Fatalf("status of a daemon that never answers: %v", err)
+	}
+	if d := time.Since(start); d > statusTimeout+time.Second {
+		t.Errorf("gave up after %v, want about %v", d, statusTimeout)
 	}
 }
