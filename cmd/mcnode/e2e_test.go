@@ -545,6 +545,12 @@ func TestE2ELockWithoutGroup(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), "no member of group") {
 		t.Fatalf("lock with no group: %v: %s", err, out)
 	}
+	// A timeout shorter than the wait for a group says the lock was not
+	// even asked for, not that someone holds it.
+	out, err = c.mcnode(0, "lock", "--timeout", "200ms", "x", "--", "true").CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), `timed out after 200ms waiting for lock "x": not yet a member of group "e2e"`) {
+		t.Fatalf("lock with no group and a short timeout: %v: %s", err, out)
+	}
 	if out, err := c.mcnode(0, "lock", "--found", "x", "--", "true").CombinedOutput(); err != nil {
 		t.Fatalf("lock --found: %v: %s", err, out)
 	}

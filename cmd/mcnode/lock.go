@@ -271,6 +271,9 @@ func whyWaited(c *cli.Context, err error) string {
 	if errors.As(err, &nq) {
 		return ": " + nq.Quorum.String()
 	}
+	if errors.Is(err, errStillJoining) {
+		return fmt.Sprintf(": not yet a member of group %s (no member has answered, or the group has not admitted this node yet)", strconv.Quote(c.String("group")))
+	}
 	path, perr := clientSocketPath(c)
 	if perr != nil {
 		return ""
@@ -295,6 +298,10 @@ func whyWaited(c *cli.Context, err error) string {
 	}
 	return ": " + r.Status.QuorumText
 }
+
+// errStillJoining: the lock's time ran out while this node, without a
+// daemon, still joined the group.
+var errStillJoining = errors.New("still joining the group")
 
 // acquireLock takes the lock through the daemon, or else by joining.
 func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.Logger) (*held, error) {
@@ -343,6 +350,11 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	g, err := group.Join(jctx, cfg)
 	if err != nil && c.Bool("nonblock") && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return nil, &exitError{code: exitNotAcquired, err: fmt.Errorf("not admitted to group %q within %v, and --nonblock waits no longer: %w", cfg.Name, cfg.NoGroupAfter+2*cfg.LeaseTimeout, err)}
+	}
+	if err != nil && ctx.Err() != nil {
+		// Out of time before this node was a member: the lock was not
+		// even asked for, and nobody need hold it (whyWaited).
+		return nil, fmt.Errorf("%w: %w", errStillJoining, err)
 	}
 	if err != nil {
 		if errors.Is(err, group.ErrNoGroup) {
