@@ -15,11 +15,17 @@ type joining struct {
 	waitFrom uint64 // FoundAfterTicks counts from here
 	sawGroup bool   // an established group is on the address: never found one
 	// sawUnreadable: so is one whose datagrams this node cannot read
-	// (HeardUnreadable); it never founds one either.
+	// (HeardUnreadable); it founds none while they keep coming.
 	sawUnreadable bool
 	// sawLower: a newcomer of a lower incarnation asks to join too, and
 	// founds the group if nobody answers; this node then waits longer
 	// (lowerWait), to be admitted by it, not to found a second group.
+	//
+	// Only newcomers that may found should count: one that may not (it
+	// was a member, or only looks) would hold a founder off for as long
+	// as it asks. So a runtime draws the incarnations of newcomers that
+	// may found below those of newcomers that may not (FounderInc), and a
+	// newcomer that may not found never answers (onJoinRequest).
 	sawLower bool
 	// answered, answeredAt: when this node last sent its request again
 	// for a newcomer of a higher incarnation (see onJoinRequest).
@@ -76,13 +82,24 @@ func (n *Node) tickJoin() {
 	if j.sawLower {
 		wait += n.lowerWait()
 	}
-	if n.st == nil && n.cfg.FoundAfterTicks > 0 && !j.sawGroup && !j.sawUnreadable && n.now-j.waitFrom >= wait {
+	if n.st == nil && n.cfg.FoundAfterTicks > 0 && !j.sawGroup && n.now-j.waitFrom >= wait {
 		n.found()
 		return
 	}
 	if n.now-j.sentAt >= uint64(n.cfg.JoinRetryTicks) {
 		n.sendJoinRequest()
 	}
+}
+
+// FounderInc makes inc the incarnation of a newcomer that may found a
+// group (mayFound) or of one that may not: the top bit clear or set, so
+// that every newcomer that may found ranks below every one that may not,
+// and none of those holds a founder off (joining.sawLower).
+func FounderInc(inc uint64, mayFound bool) uint64 {
+	if mayFound {
+		return inc &^ (1 << 63)
+	}
+	return inc | 1<<63
 }
 
 // lowerWait is how much longer than FoundAfterTicks a newcomer waits, from
@@ -141,7 +158,7 @@ func (n *Node) onJoinRequest(in inbound, m *wire.JoinRequest) {
 		case j == nil:
 		case m.Inc < n.cfg.Inc:
 			j.waitFrom, j.sawLower = n.now, true
-		case m.Inc > n.cfg.Inc && (!j.answered || n.now-j.answeredAt >= uint64(max(1, n.cfg.JoinRetryTicks/4))):
+		case m.Inc > n.cfg.Inc && n.cfg.FoundAfterTicks > 0 && (!j.answered || n.now-j.answeredAt >= uint64(max(1, n.cfg.JoinRetryTicks/4))):
 			// The higher one may have started after this node's last
 			// request (the first of several hosts started at once, all
 			// free to found): it must hear of this node before its own

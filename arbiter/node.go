@@ -392,6 +392,13 @@ func (n *Node) TickBy(k uint64) {
 		return
 	}
 	n.now += k
+	if n.join != nil && n.st == nil && k > 1 {
+		// A newcomer that was paused has not listened meanwhile: what
+		// the group said to it waits unread (an admission, its pings).
+		// The missed ticks do not count toward founding, or it would
+		// found a second group before it reads them.
+		n.join.waitFrom += k - 1
+	}
 	if n.st == nil {
 		n.tickJoin()
 		n.settle()

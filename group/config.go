@@ -302,7 +302,10 @@ func (c *Config) machine(inc uint64, addr string, firstT uint64) (arbiter.Config
 	}
 	m.RetryTicks = c.ticks(c.RetryInterval)
 	m.LazyTicks = max(1, m.RetryTicks/2)
-	m.JoinRetryTicks = c.ticks(c.JoinTimeout)
+	// Three join requests in a join timeout: a newcomer that may found is
+	// heard by the others before it does, though one or two are lost
+	// (IGMP snooping drops the first datagrams of a host that just joined).
+	m.JoinRetryTicks = max(1, c.ticks(c.JoinTimeout)/3)
 	m.HeartbeatTicks = c.ticks(c.HeartbeatInterval)
 	m.TurnTicks = c.ticks(c.TurnTimeout)
 	m.PingTimeoutTicks = c.ticks(c.PingTimeout)

@@ -441,9 +441,9 @@ func (g *Group) newNode(mayFound bool) error {
 	if _, err := rand.Read(b[:]); err != nil {
 		return fmt.Errorf("group: incarnation ID: %w", err)
 	}
-	inc := binary.LittleEndian.Uint64(b[:]) | 1
 	cfg := g.cfg
 	cfg.Bootstrap = cfg.Bootstrap && mayFound
+	inc := arbiter.FounderInc(binary.LittleEndian.Uint64(b[:])|1, cfg.Bootstrap)
 	mc, err := cfg.machine(inc, g.tr.LocalAddr(), g.firstT())
 	if err != nil {
 		return err
@@ -745,6 +745,7 @@ func (g *Group) open(p *Packet) bool {
 		return true
 	case errors.Is(err, seal.ErrUnsealed):
 		g.stats.Unsealed++
+		g.heardUnreadable(p) // a group without a key, or a newcomer without one
 	case errors.Is(err, seal.ErrUnknownKey):
 		g.stats.UnknownKey++ // this group's: others returned above
 		g.warnUnknownKey(p)
@@ -764,10 +765,14 @@ func (g *Group) open(p *Packet) bool {
 // datagrams name no run): the group is there, and a node that founded one
 // of its own would grant the same locks (arbiter.Node.HeardUnreadable).
 func (g *Group) heardUnreadable(p *Packet) {
-	if wire.PeekInstance(p.Data) != 0 {
-		g.unreadable = true
-		g.node.HeardUnreadable()
+	h, ok := wire.PeekHeader(p.Data)
+	if !ok {
+		return
 	}
+	if h.Instance != 0 {
+		g.unreadable = true
+	}
+	g.node.HeardUnreadable(h)
 }
 
 // unknownKeyWarnEvery spaces the log's warnings of datagrams sealed with
@@ -1151,8 +1156,11 @@ type Status struct {
 	Instance uint64
 	Members  []Member
 	// HeardGroup reports whether a node that is still joining has heard
-	// a member of the group (always true once it has joined).
+	// a member of the group (always true once it has joined); CannotRead
+	// whether it received datagrams of a running group of its name that
+	// it could not read (sealed with a key it lacks, or the other way).
 	HeardGroup bool
+	CannotRead bool
 	// LeaseTimeout and LeaseMargin are the group's: after a member's lease
 	// runs out, the group may hand what it held to another after the margin.
 	LeaseTimeout time.Duration
@@ -1203,7 +1211,7 @@ func (g *Group) Status() (Status, error) {
 			left = time.Duration(exp-now) * g.cfg.Tick
 		}
 		return Status{
-			Group: g.cfg.Name, Self: g.node.ID(), Addr: g.tr.LocalAddr(), Joined: g.node.Joined(), HeardGroup: g.node.HeardGroup(),
+			Group: g.cfg.Name, Self: g.node.ID(), Addr: g.tr.LocalAddr(), Joined: g.node.Joined(), HeardGroup: g.node.HeardGroup(), CannotRead: g.unreadable,
 			T: g.node.T(), Server: srv, IsServer: g.node.IsServer(), Instance: g.node.Instance(),
 			Members: g.node.Members(), Resources: g.node.Resources(), Held: g.node.Held(), Stats: st,
 			LeaseTimeout: time.Duration(p.LeaseTicks) * g.cfg.Tick, LeaseMargin: time.Duration(p.LeaseMarginTicks) * g.cfg.Tick,
@@ -1226,15 +1234,26 @@ func (g *Group) Leave(ctx context.Context) error {
 		g.releaseAllLocal(ErrNodeClosed)
 		return g.node.Leave()
 	})
-	if err == nil {
+	unconfirmed := func(why string) error {
+		return fmt.Errorf("%w: %s; the group removes this node when its lease runs out", ErrLeaveUnconfirmed, why)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		err = fmt.Errorf("%w: %w", ErrLeaveUnconfirmed, err) // not even asked
+	case err == nil:
 		select {
 		case <-left:
-			if g.leftUnconfirmed {
-				err = fmt.Errorf("%w: the group was not heard; it removes this node when its lease runs out", ErrLeaveUnconfirmed)
-			}
 		case <-ctx.Done():
 			err = fmt.Errorf("%w: %w", ErrLeaveUnconfirmed, ctx.Err())
 		case <-g.done:
+			select {
+			case <-left:
+			default:
+				err = unconfirmed("the node stopped first")
+			}
+		}
+		if err == nil && g.leftUnconfirmed {
+			err = unconfirmed("the group was not heard")
 		}
 	}
 	return errors.Join(err, g.Close())

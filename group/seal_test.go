@@ -431,3 +431,87 @@ func TestUnknownKeyWarning(t *testing.T) {
 		}
 	})
 }
+
+// Founding and keys, from a review: a newcomer with a key beside a group
+// running without one founds no second group, nor do two newcomers started
+// together with different keys found one each; and one forged datagram,
+// sealed under a key of the forger's own, only delays a newcomer that may
+// found, rather than keep it from founding for good.
+func TestFoundingAndKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(31)
+		joinAll(t, net, 2) // no key
+		cfg := memConfig(net)
+		cfg.Keys = []seal.Key{newKey(t)}
+		cfg.Bootstrap = true
+		ctx, cancel := context.WithTimeout(context.Background(), 5*cfg.JoinTimeout)
+		if g, err := group.Join(ctx, cfg); err == nil {
+			g.Close()
+			t.Error("a newcomer with a key founded a group beside one running without a key")
+		}
+		cancel()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(32)
+		joined := make(chan *group.Group, 2)
+		for range 2 {
+			cfg := memConfig(net)
+			cfg.Keys = []seal.Key{newKey(t)}
+			cfg.Bootstrap = true
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*cfg.JoinTimeout)
+				defer cancel()
+				g, err := group.Join(ctx, cfg)
+				if err != nil {
+					g = nil
+				}
+				joined <- g
+			}()
+		}
+		founded := 0
+		for range 2 {
+			if g := <-joined; g != nil {
+				founded++
+				defer g.Close()
+			}
+		}
+		if founded != 1 {
+			t.Errorf("two newcomers started together with different keys: %d founded a group, want 1 (the other waits for the key)", founded)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(33)
+		cfg := memConfig(net)
+		cfg.Keys = []seal.Key{newKey(t)}
+		cfg.Bootstrap = true
+		codec, err := wire.NewCodec(wire.DefaultLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ring, err := seal.NewRing(newKey(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := codec.Pack(wire.Header{Group: wire.GroupID(cfg.Name), Instance: 7, From: 1, Inc: 7}, []wire.Message{&wire.Ping{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged, err := ring.Seal(nil, data[0], seal.Multicast, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rogue := net.Endpoint()
+		time.AfterFunc(cfg.JoinTimeout/2, func() { _ = rogue.Send([]group.Datagram{{Data: forged}}) })
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*cfg.JoinTimeout)
+		defer cancel()
+		g, err := group.Join(ctx, cfg)
+		if err != nil {
+			t.Fatalf("one forged datagram kept a newcomer from founding: %v", err)
+		}
+		defer g.Close()
+		if d := time.Since(start); d < cfg.JoinTimeout+cfg.JoinTimeout/2 {
+			t.Errorf("founded after %v, before the forged datagram's delay ran out", d)
+		}
+	})
+}

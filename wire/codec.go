@@ -228,15 +228,15 @@ func PeekGroup(b []byte) (uint64, bool) {
 	return binary.BigEndian.Uint64(b[4:]), true
 }
 
-// PeekInstance returns the instance a datagram's header names, sealed or
-// not (a sealed datagram's header travels in clear), if it is long enough
-// and of this wire version; 0 if not. Unauthenticated: only for what a
-// forger could cause anyway.
-func PeekInstance(b []byte) uint64 {
+// PeekHeader returns a datagram's header, sealed or not (a sealed
+// datagram's header travels in clear), if it is long enough and of this
+// wire version. Unauthenticated when sealed: only for what a forger could
+// cause anyway.
+func PeekHeader(b []byte) (Header, bool) {
 	if _, ok := PeekGroup(b); !ok {
-		return 0
+		return Header{}, false
 	}
-	return binary.BigEndian.Uint64(b[12:])
+	return headerAt(b), true
 }
 
 // DecodeHeader decodes and checks the datagram header alone, so that a
@@ -254,6 +254,11 @@ func DecodeHeader(b []byte) (Header, error) {
 	if IsSealed(b) {
 		return Header{}, &DecodeError{Offset: 3, Err: ErrSealed}
 	}
+	return headerAt(b), nil
+}
+
+// headerAt decodes the header of b, which is at least HeaderLen long.
+func headerAt(b []byte) Header {
 	return Header{
 		Group:    binary.BigEndian.Uint64(b[4:]),
 		Instance: binary.BigEndian.Uint64(b[12:]),
@@ -263,7 +268,7 @@ func DecodeHeader(b []byte) (Header, error) {
 		Epoch:    binary.BigEndian.Uint64(b[44:]),
 		LogEpoch: binary.BigEndian.Uint64(b[52:]),
 		For:      recipientsAt(b),
-	}, nil
+	}
 }
 
 // Decode decodes a datagram. It never panics: whatever the input, it returns

@@ -344,7 +344,8 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 		if err != nil && lease.Err() == nil {
 			log.Warn().Err(err).Str("resource", req.Name).Msg("release")
 		}
-		if asked.Load() && err == nil {
+		if asked.Load() {
+			// Released, or lost meanwhile: held no more, either way.
 			// Whoever asked may still be there (a command that released
 			// early, through the descriptor it inherited, runs on): it
 			// must not take the connection's end for a lost lock.
@@ -541,7 +542,7 @@ func joinPhase(st group.Status) string {
 	switch {
 	case st.Joined:
 		return "joined the group; about to serve local clients"
-	case !st.HeardGroup && st.Stats.Drops[group.DropUnknownKey]+st.Stats.Drops[group.DropNeedsKey] > 0:
+	case !st.HeardGroup && st.CannotRead:
 		return "the group's datagrams arrive, and this node cannot read them"
 	case !st.HeardGroup:
 		return "no member of the group heard yet"

@@ -325,7 +325,7 @@ func TestLockWaitsForTheDaemonToJoin(t *testing.T) {
 func TestStatusWhileJoining(t *testing.T) {
 	j := &joining{why: "waiting for the group: this host was a member"}
 	j.watch(func() (group.Status, error) {
-		return group.Status{Group: "g", Addr: "10.0.0.9:5000", Stats: group.Stats{Received: 12,
+		return group.Status{Group: "g", Addr: "10.0.0.9:5000", CannotRead: true, Stats: group.Stats{Received: 12,
 			Drops: map[string]uint64{group.DropUnknownKey: 11, group.DropMalformed: 1}},
 			// What a node admitted, and not yet greeted, knows: no
 			// member's view, and not shown as one.
@@ -391,9 +391,9 @@ func TestJoinPhase(t *testing.T) {
 		want string
 	}{
 		{group.Status{}, "no member of the group heard yet"},
-		{group.Status{Stats: group.Stats{Drops: map[string]uint64{group.DropNeedsKey: 1}}}, "the group's datagrams arrive, and this node cannot read them"},
-		{group.Status{Stats: group.Stats{Drops: map[string]uint64{group.DropUnknownKey: 1}}}, "the group's datagrams arrive, and this node cannot read them"},
-		{group.Status{Stats: group.Stats{Drops: map[string]uint64{group.DropMalformed: 1}}}, "no member of the group heard yet"},
+		{group.Status{CannotRead: true}, "the group's datagrams arrive, and this node cannot read them"},
+		// Another newcomer's request it cannot read is no running group.
+		{group.Status{Stats: group.Stats{Drops: map[string]uint64{group.DropUnknownKey: 1}}}, "no member of the group heard yet"},
 		{group.Status{HeardGroup: true}, "the group answered; waiting to be admitted and given its state"},
 		{group.Status{HeardGroup: true, Members: []group.Member{{ID: 1}, {ID: 2}}}, "admitted, with the group's state; waiting for every member's greeting"},
 		{group.Status{HeardGroup: true, Joined: true, Members: []group.Member{{ID: 1}, {ID: 2}}}, "joined the group; about to serve local clients"},

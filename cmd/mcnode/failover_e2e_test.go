@@ -654,3 +654,32 @@ func TestE2ERestartCutOffDoesNotFound(t *testing.T) {
 		t.Fatalf("the restarted daemon's view %+v lacks node %d: two groups", v.Members, w.Self)
 	}
 }
+
+// The README's recovery when the whole group stopped without leaving: the
+// restarted daemons wait for the group (their state directories say they
+// were members), and one started with --found founds it; the others join.
+// A waiting daemon of a lower incarnation held the founder off for good,
+// in most runs of a review; founders now rank below every other newcomer.
+func TestE2EWholeGroupRestartedWithFound(t *testing.T) {
+	const hosts = 4
+	c := newCluster(t, hosts, hosts)
+	for i := range hosts {
+		c.kill(i)
+	}
+	for i := 1; i < hosts; i++ {
+		c.startDaemon(i)
+	}
+	for i := 1; i < hosts; i++ {
+		c.waitLog(i, "waiting for the group instead of founding a second one")
+	}
+	c.env = func(i int) []string {
+		if i == 0 {
+			return []string{"MCNODE_FOUND=1"}
+		}
+		return nil
+	}
+	c.startDaemon(0)
+	for i := range hosts {
+		c.waitMembers(i, hosts)
+	}
+}
