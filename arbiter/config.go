@@ -16,7 +16,9 @@ type Config struct {
 	// are dropped and counted.
 	Group uint64
 	// Inc is this process's incarnation ID: random, non-zero, new at every
-	// start. A restarted process is a new member.
+	// start. A restarted process is a new member. Give it FounderInc's top
+	// bit: a newcomer that may found must rank below every one that may
+	// not, or one of those holds it off (joining.sawLower).
 	Inc uint64
 	// Addr is where members can reach this node directly (its unicast
 	// address). The machine only stores and forwards it.
@@ -37,7 +39,10 @@ type Config struct {
 	// FoundAfterTicks, if positive, founds a new group when no member has
 	// answered the join request for this long. Of several nodes starting at
 	// once, only the one with the lowest incarnation founds; the others wait
-	// for it.
+	// for it (two join retries longer). Datagrams of a running group this
+	// node cannot read put founding off while they come, by a takeover and
+	// a lease; and a catch-up (TickBy of several ticks) never founds before
+	// the node has read what waited meanwhile.
 	FoundAfterTicks int
 	// Params are the group's parameters if this node founds it; a joining
 	// node adopts the group's.

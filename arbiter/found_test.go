@@ -158,3 +158,65 @@ func TestPausedNewcomerDoesNotFoundBesideTheGroup(t *testing.T) {
 		}
 	}
 }
+
+// A newcomer paused one tick short of founding, resumed after another has
+// founded, reads that group's datagrams before it founds: it joins. The
+// catch-up step ran its wait out and founded a second group at once, every
+// seed, in a review.
+func TestNewcomerPausedJustBeforeFoundingJoins(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		const found, retry = 100, 33
+		s := simtest.New(simtest.Options{Seed: seed, Hosts: 2,
+			Tweak: func(c *arbiter.Config) {
+				c.Bootstrap, c.FoundAfterTicks, c.JoinRetryTicks = false, found, retry
+				c.Inc = arbiter.FounderInc(c.Inc, true)
+			}})
+		low := 0
+		if s.Hosts[1].Node.Inc() < s.Hosts[0].Node.Inc() {
+			low = 1
+		}
+		s.RunTicks(found - 1)
+		s.Pause(low, false)
+		s.RunTicks(4 * found)
+		if !s.Hosts[1-low].Node.Joined() {
+			t.Fatalf("seed %d: the other newcomer did not found while the lower one was paused", seed)
+		}
+		s.Resume(low)
+		ok := s.RunUntil(s.Now+1000*simtest.SubTicks, func() bool { return s.Hosts[low].Node.Joined() })
+		if !ok || s.Hosts[low].Node.Instance() != s.Hosts[1-low].Node.Instance() {
+			t.Fatalf("seed %d: the resumed newcomer joined %v, instance %x beside %x", seed, ok, s.Hosts[low].Node.Instance(), s.Hosts[1-low].Node.Instance())
+		}
+	}
+}
+
+// A lower newcomer that will never found (it heard a group, which then
+// died, and was never admitted) holds a newcomer that may found off only
+// for a while: one that asks longer than founding could take counts no
+// more. It held it off for good in a review.
+func TestStuckLowerNewcomerHoldsNoFounderOff(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		const found, retry = 100, 33
+		restartAt := int64(60 * simtest.SubTicks)
+		var s *simtest.Sim
+		s = simtest.New(simtest.Options{Seed: seed, Hosts: 3,
+			Drop: func(d *simtest.Datagram) bool {
+				return d.From == 1 && d.To == 0 || (d.From == 2 || d.To == 2) && d.Sent < restartAt
+			},
+			Tweak: func(c *arbiter.Config) {
+				switch c.Addr {
+				case "h1":
+					c.Bootstrap, c.FoundAfterTicks, c.JoinRetryTicks, c.Inc = false, found, retry, arbiter.FounderInc(1001, true)
+				case "h2":
+					c.Bootstrap, c.FoundAfterTicks, c.JoinRetryTicks, c.Inc = false, found, retry, arbiter.FounderInc(2001, true)
+				}
+			}})
+		s.RunTicks(50) // h1 hears h0's group, and is never admitted
+		s.Crash(0)
+		s.Crash(2)
+		s.RunUntil(restartAt, nil)
+		s.Start(2, false)
+		if !s.RunUntil(s.Now+2000*simtest.SubTicks, func() bool { return s.Hosts[2].Node.Joined() }) {
+			t.Fatalf("seed %d: the newcomer that may found never did, held off by one that never will", seed)
+		}
+	}
+}

@@ -31,6 +31,14 @@ type joining struct {
 	// for a newcomer of a higher incarnation (see onJoinRequest).
 	answered   bool
 	answeredAt uint64
+	// lowerSince: when each lower newcomer was first heard. One that
+	// still asks long after it would have founded (it heard a group, or
+	// was admitted and is stuck) holds this node off no more (heardLower).
+	lowerSince map[uint64]uint64
+	// caughtUp: the last step was a catch-up (TickBy of more than one
+	// tick); held: founding was put off once for it, so that what waited
+	// in the socket is read first.
+	caughtUp, held bool
 	// greeted holds who greeted this node, by member ID: the incarnation
 	// and address it greeted from, which must be the member's.
 	greeted map[wire.NodeID]greeter
@@ -82,13 +90,58 @@ func (n *Node) tickJoin() {
 	if j.sawLower {
 		wait += n.lowerWait()
 	}
+	if j.sawUnreadable {
+		// A running group this node cannot read may be silent for a
+		// takeover (no server pings meanwhile): wait that out too.
+		wait = max(wait, n.groupSilence())
+	}
 	if n.st == nil && n.cfg.FoundAfterTicks > 0 && !j.sawGroup && n.now-j.waitFrom >= wait {
+		if j.caughtUp && !j.held {
+			// Resumed after a pause with the wait run out: read what
+			// the group may have said meanwhile before founding.
+			j.held = true
+			return
+		}
 		n.found()
 		return
 	}
 	if n.now-j.sentAt >= uint64(n.cfg.JoinRetryTicks) {
 		n.sendJoinRequest()
 	}
+}
+
+// heardLower notes a join request of a newcomer of a lower incarnation,
+// inc: this node waits longer, to be admitted by it, unless that one has
+// asked for longer than it could take to found (it never will: it heard a
+// group, or was admitted and its group is gone), or too many others were
+// heard to keep track of (a flood).
+func (n *Node) heardLower(inc uint64) {
+	j := n.join
+	if j.lowerSince == nil {
+		j.lowerSince = map[uint64]uint64{}
+	}
+	first, ok := j.lowerSince[inc]
+	if !ok {
+		if len(j.lowerSince) >= maxLowerNewcomers {
+			return
+		}
+		j.lowerSince[inc], first = n.now, n.now
+	}
+	founder := 2*uint64(n.cfg.FoundAfterTicks) + n.lowerWait() + uint64(n.cfg.JoinRetryTicks)
+	if n.now-first > founder {
+		return
+	}
+	j.waitFrom, j.sawLower = n.now, true
+}
+
+// maxLowerNewcomers bounds the lower newcomers a joining node keeps track
+// of.
+const maxLowerNewcomers = 64
+
+// groupSilence is how long a running group may be silent while it changes
+// servers: the takeover timeout and a lease, in ticks.
+func (n *Node) groupSilence() uint64 {
+	return uint64(n.cfg.Params.TakeoverTicks) + uint64(n.cfg.Params.LeaseTicks)
 }
 
 // FounderInc makes inc the incarnation of a newcomer that may found a
@@ -157,7 +210,7 @@ func (n *Node) onJoinRequest(in inbound, m *wire.JoinRequest) {
 		switch {
 		case j == nil:
 		case m.Inc < n.cfg.Inc:
-			j.waitFrom, j.sawLower = n.now, true
+			n.heardLower(m.Inc)
 		case m.Inc > n.cfg.Inc && n.cfg.FoundAfterTicks > 0 && (!j.answered || n.now-j.answeredAt >= uint64(max(1, n.cfg.JoinRetryTicks/4))):
 			// The higher one may have started after this node's last
 			// request (the first of several hosts started at once, all

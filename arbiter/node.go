@@ -392,12 +392,19 @@ func (n *Node) TickBy(k uint64) {
 		return
 	}
 	n.now += k
-	if n.join != nil && n.st == nil && k > 1 {
+	if n.join != nil && n.st == nil {
 		// A newcomer that was paused has not listened meanwhile: what
 		// the group said to it waits unread (an admission, its pings).
-		// The missed ticks do not count toward founding, or it would
-		// found a second group before it reads them.
-		n.join.waitFrom += k - 1
+		// The missed ticks do not count toward founding, and founding is
+		// put off once more (tickJoin), or it would found a second group
+		// before it reads them.
+		j := n.join
+		j.caughtUp = k > 1
+		if k > 1 {
+			j.waitFrom += k - 1
+		} else {
+			j.held = false
+		}
 	}
 	if n.st == nil {
 		n.tickJoin()

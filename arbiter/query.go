@@ -41,7 +41,7 @@ func (n *Node) HeardUnreadable(h wire.Header) {
 	case h.Instance != 0:
 		j.waitFrom, j.sawUnreadable = n.now, true
 	case h.Inc < n.cfg.Inc:
-		j.waitFrom, j.sawLower = n.now, true
+		n.heardLower(h.Inc)
 	}
 }
 

@@ -79,8 +79,8 @@ type Config struct {
 	// ping before it may end its turn without them.
 	PingTimeout time.Duration
 	// JoinTimeout is how long Join waits for an existing group to answer
-	// before it founds a new one (if Bootstrap), and how often the join
-	// request is repeated.
+	// before it founds a new one (if Bootstrap); the join request goes out
+	// three times in it.
 	JoinTimeout time.Duration
 	// Bootstrap lets Join found a new group when none answers within
 	// JoinTimeout. Without it, Join waits for a group (until ctx ends).

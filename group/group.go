@@ -34,7 +34,7 @@ var (
 	// ErrCannotRead: within Config.NoGroupAfter, the group's datagrams
 	// reached a node that joins, sealed with a key it does not hold (or
 	// sealed, and it holds none), and none it could read.
-	ErrCannotRead = errors.New("group: the group's datagrams arrive sealed with a key this node does not hold")
+	ErrCannotRead = errors.New("group: the group's datagrams arrive, and this node cannot read them (another key, or one side has none)")
 	// ErrLeaveUnconfirmed: Leave closed the node without the group's word
 	// that it recorded the leave (the group was not heard, or ctx ended);
 	// the group removes this node when its lease runs out, and only then
@@ -406,8 +406,8 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 			switch {
 			case !heard && unreadable:
 				g.Close()
-				return nil, fmt.Errorf("group: joining %q: %w: none it could read within %v (%d sealed with an unknown key, %d sealed while it has no key)",
-					cfg.Name, ErrCannotRead, cfg.NoGroupAfter, st.UnknownKey, st.NeedsKey)
+				return nil, fmt.Errorf("group: joining %q: %w: none it could read within %v (%d sealed with an unknown key, %d sealed while it has no key, %d in clear while it has one)",
+					cfg.Name, ErrCannotRead, cfg.NoGroupAfter, st.UnknownKey, st.NeedsKey, st.Unsealed)
 			case !heard:
 				g.Close()
 				return nil, fmt.Errorf("group: joining %q: %w within %v", cfg.Name, ErrNoGroup, cfg.NoGroupAfter)

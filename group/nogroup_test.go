@@ -19,8 +19,9 @@ func TestJoinGivesUpWhenNoGroupAnswers(t *testing.T) {
 		cfg := memConfig(memnet.New(1))
 		cfg.Bootstrap = false
 		cfg.NoGroupAfter = 3 * cfg.JoinTimeout
-		var status func() (group.Status, error)
-		cfg.Joining = func(f func() (group.Status, error)) { status = f }
+		var hook atomic.Pointer[func() (group.Status, error)]
+		cfg.Joining = func(f func() (group.Status, error)) { hook.Store(&f) }
+		status := func() (group.Status, error) { return (*hook.Load())() }
 		time.AfterFunc(cfg.NoGroupAfter/2, func() {
 			// Config.Joining: while it joins, the node tells what it heard.
 			if st, err := status(); err != nil || st.Joined || st.HeardGroup || st.Group != cfg.Name {
@@ -57,8 +58,9 @@ func TestJoinWaitsForAGroupThatAnswered(t *testing.T) {
 		cfg.Transport = gate
 		admitAt := 5 * cfg.NoGroupAfter
 		time.AfterFunc(admitAt, func() { gate.open.Store(true) })
-		var status func() (group.Status, error)
-		cfg.Joining = func(f func() (group.Status, error)) { status = f }
+		var hook atomic.Pointer[func() (group.Status, error)]
+		cfg.Joining = func(f func() (group.Status, error)) { hook.Store(&f) }
+		status := func() (group.Status, error) { return (*hook.Load())() }
 		time.AfterFunc(admitAt/2, func() {
 			if st, err := status(); err != nil || st.Joined || !st.HeardGroup || len(st.Members) != 0 {
 				t.Errorf("status while the group holds the newcomer back: %+v, %v; want heard, not a member", st, err)
