@@ -79,8 +79,9 @@ type Config struct {
 	// ping before it may end its turn without them.
 	PingTimeout time.Duration
 	// JoinTimeout is how long Join waits for an existing group to answer
-	// before it founds a new one (if Bootstrap); the join request goes out
-	// three times in it.
+	// before it founds a new one (if Bootstrap), but at least twice
+	// TakeoverTimeout (a group changing servers is silent that long); the
+	// join request goes out three times in it.
 	JoinTimeout time.Duration
 	// Bootstrap lets Join found a new group when none answers within
 	// JoinTimeout. Without it, Join waits for a group (until ctx ends).
@@ -314,7 +315,12 @@ func (c *Config) machine(inc uint64, addr string, firstT uint64) (arbiter.Config
 	m.StaggerTicks = max(1, int(m.Params.TakeoverTicks)/5)
 	m.ClaimTicks = max(4*m.RetryTicks, int(m.Params.TakeoverTicks))
 	if c.Bootstrap {
-		m.FoundAfterTicks = c.ticks(c.JoinTimeout)
+		// Not before a group in a takeover could have spoken again: its
+		// members are silent until the first candidate claims, a takeover
+		// timeout and the stagger after the last ping (twice covers it).
+		// A shorter join timeout let a newcomer found beside a group that
+		// was changing servers.
+		m.FoundAfterTicks = max(c.ticks(c.JoinTimeout), 2*int(m.Params.TakeoverTicks))
 	}
 	if _, err := arbiter.New(m); err != nil {
 		return m, fmt.Errorf("%w: %v", ErrConfig, err)

@@ -157,3 +157,49 @@ func TestNodesStartedTogetherFoundOneGroup(t *testing.T) {
 		})
 	}
 }
+
+// A newcomer free to found that starts while the group changes servers
+// (the server cut off, the others silent until one claims) joins the group
+// once it has a new server, instead of founding a second one, even with a
+// join timeout shorter than the takeover timeout. It founded, every run,
+// in a review.
+func TestNewcomerDuringATakeoverJoins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(41)
+		gs := joinAll(t, net, 3)
+		var server *group.Group
+		for _, g := range gs {
+			if st, err := g.Status(); err == nil && st.IsServer {
+				server = g
+			}
+		}
+		if server == nil {
+			t.Fatal("no server")
+		}
+		instance := func(g *group.Group) uint64 {
+			st, err := g.Status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Instance
+		}
+		want := instance(gs[0])
+		net.Isolate(server.Addr(), true)
+		time.Sleep(200 * time.Millisecond) // the last ping is out; silence
+		cfg := memConfig(net)
+		cfg.Bootstrap = true
+		if cfg.JoinTimeout >= cfg.TakeoverTimeout {
+			t.Fatalf("the case needs a join timeout (%v) below the takeover timeout (%v)", cfg.JoinTimeout, cfg.TakeoverTimeout)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		g, err := group.Join(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		if got := instance(g); got != want {
+			t.Fatalf("the newcomer is in instance %x, the group's is %x: it founded a second group during the takeover", got, want)
+		}
+	})
+}

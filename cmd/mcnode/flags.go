@@ -55,7 +55,7 @@ func commonFlags() []cli.Flag {
 		&cli.StringFlag{Name: "state-dir", EnvVars: []string{"MCNODE_STATE_DIR"},
 			Usage: "where to keep the highest group timestamp seen (a group founded here after a full stop gives higher fencing tokens; in quorum mode the highest token seen, for the same reason) and, for mcnode run, whether this host is a member (one daemon of a group per directory; default: $XDG_STATE_HOME/mcnode, or ~/.local/state/mcnode; \"none\" keeps nothing)"},
 		&cli.DurationFlag{Name: "join-timeout", Value: d.JoinTimeout, EnvVars: []string{"MCNODE_JOIN_TIMEOUT"},
-			Usage: "how long to wait for an existing group before founding one"},
+			Usage: "how long to wait for an existing group before founding one (at least twice --takeover-timeout)"},
 		&cli.IntFlag{Name: "rate-limit", Value: group.DefaultRateLimit, EnvVars: []string{"MCNODE_RATE_LIMIT"},
 			Usage: "datagrams a second one source address may send this node; the rest are dropped unread (negative: no limit)"},
 		&cli.StringFlag{Name: "keyfile", EnvVars: []string{"MCNODE_KEYFILE"},
