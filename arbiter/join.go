@@ -110,6 +110,29 @@ func (n *Node) tickJoin() {
 	}
 }
 
+// HeardUnreadable tells a joining node of a datagram of its group that it
+// cannot read (sealed with a key it does not hold, sealed while it holds
+// none, or in clear while it holds one), from h's sender as its clear
+// header says. From an established run (h.Instance set), the group is
+// there: the node does not found one while such datagrams keep coming
+// (a running group pings every heartbeat), since a second group would
+// grant the same locks. From another newcomer, it counts as that one's
+// join request (onJoinRequest): of two newcomers with different keys, one
+// founds. Each only delays founding, by one wait: one forged datagram
+// cannot keep a node from founding for good.
+func (n *Node) HeardUnreadable(h wire.Header) {
+	j := n.join
+	if j == nil || n.st != nil {
+		return
+	}
+	switch {
+	case h.Instance != 0:
+		j.waitFrom, j.sawUnreadable = n.now, true
+	case h.Inc < n.cfg.Inc:
+		n.heardLower(h.Inc)
+	}
+}
+
 // heardLower notes a join request of a newcomer of a lower incarnation,
 // inc: this node waits longer, to be admitted by it, unless that one has
 // asked for longer than it could take to found (it never will: it heard a

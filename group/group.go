@@ -32,8 +32,9 @@ var (
 	// Config.NoGroupAfter.
 	ErrNoGroup = errors.New("group: no member of the group answered")
 	// ErrCannotRead: within Config.NoGroupAfter, the group's datagrams
-	// reached a node that joins, sealed with a key it does not hold (or
-	// sealed, and it holds none), and none it could read.
+	// reached a node that joins, and none it could read: sealed with a key
+	// it does not hold, sealed while it holds none, or in clear while it
+	// holds one.
 	ErrCannotRead = errors.New("group: the group's datagrams arrive, and this node cannot read them (another key, or one side has none)")
 	// ErrLeaveUnconfirmed: Leave closed the node without the group's word
 	// that it recorded the leave (the group was not heard, or ctx ended);
@@ -182,8 +183,8 @@ type Group struct {
 	// leftUnconfirmed: the node left without the group's word (EventLeft
 	// with LeaveUnconfirmed).
 	leftUnconfirmed bool
-	// unreadable: a datagram of an established run of the group arrived
-	// that this node could not read (heardUnreadable).
+	// unreadable: while this node joined, a datagram of a running group
+	// of its name arrived that it could not read (heardUnreadable).
 	unreadable       bool
 	unknownKeyWarned time.Time
 	// limiter drops what a source sends beyond Config.RateLimit (nil: no
@@ -761,10 +762,14 @@ func (g *Group) open(p *Packet) bool {
 }
 
 // heardUnreadable tells a joining node of a datagram of its group that it
-// cannot read, from an established run of the group (a joining node's
-// datagrams name no run): the group is there, and a node that founded one
-// of its own would grant the same locks (arbiter.Node.HeardUnreadable).
+// cannot read: from a running group (its header names the run), which is
+// there, and a node that founded one of its own would grant the same locks;
+// or from another newcomer, of which one founds (arbiter.Node.HeardUnreadable).
+// A member has nothing to learn from it.
 func (g *Group) heardUnreadable(p *Packet) {
+	if g.node.HasState() {
+		return
+	}
 	h, ok := wire.PeekHeader(p.Data)
 	if !ok {
 		return
