@@ -104,6 +104,9 @@
 // SYNC that hands it the turn (it then holds everything) or by a new epoch:
 // a server whose backup stops answering takes over from itself, with a new
 // backup, rather than name one quietly, which a candidate could not know of.
+// A backup that asks to leave is handed the turn first, so that it leaves
+// as a former server, with no self-takeover: it hands the turn on at once
+// and leaves as a member.
 //
 // A hand-over to the head of a queue (the holder released, left or was
 // removed) needs less of the backup: the log up to the decision that made

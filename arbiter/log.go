@@ -474,6 +474,7 @@ func (n *Node) dropMember(id wire.NodeID, t uint64, kind EventKind, reason strin
 		delete(n.updSeen, m.inc)
 	}
 	delete(n.acks, id)
+	delete(n.turnToLeaver, id)
 	var heads []string // queues it headed without holding: the next moves up
 	if n.st.backup == n.id {
 		for name := range n.st.resources {

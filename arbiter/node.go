@@ -129,8 +129,12 @@ type Node struct {
 	// in between: retries, not ticks, so that a pause spent leaving does not
 	// count as the group's silence.
 	leaveQuiet int
-	anchor     uint64            // tick from which the lease runs
-	replies    map[uint64]uint64 // ping turn → tick of this node's first reply
+	// turnToLeaver holds the leaving backups this node handed its turn to
+	// (see serveMsg): each is given it once, so that leavers cannot pass
+	// the turn round among themselves for good.
+	turnToLeaver map[wire.NodeID]bool
+	anchor       uint64            // tick from which the lease runs
+	replies      map[uint64]uint64 // ping turn → tick of this node's first reply
 	// answered holds this node's first reply to each of the last pings,
 	// by server and probe: a later ping that confirms the answer renews
 	// the lease from it.

@@ -69,6 +69,9 @@ type tenure struct {
 	// let it go before this server decided that release. Each is served
 	// as soon as a decision makes its sender the holder (serveEarly).
 	early []inbound
+	// backupLeaves says the backup asked to leave: the turn ends and goes
+	// to it, which hands it on and then leaves as a member (see serveMsg).
+	backupLeaves bool
 }
 
 // probe is one ping and the members that answered it.
@@ -107,6 +110,9 @@ func (n *Node) becomeServer() {
 		n.srv.authUntil, n.srv.hadAuth = n.pendingAuth, true
 	}
 	n.pendingAuth = 0
+	// A member that asked to leave may get the turn (it was the backup, or
+	// the SYNC crossed its request): it hands the turn on first.
+	n.srv.leaving = n.leave != nil
 	n.srv.replay, n.recent = n.recent, nil
 	n.pingAll()
 	n.replayRecent()
@@ -317,7 +323,7 @@ func (n *Node) mustEndTurn() bool {
 	return n.st.sched.IsLastSlot(n.st.t) ||
 		s.decisions >= int(n.st.params.TurnLength)-1 ||
 		n.turnAge() >= uint64(n.cfg.TurnTicks) ||
-		s.leaving
+		s.leaving || s.backupLeaves
 }
 
 // canDecide reports whether the server may make a decision now: it holds a
@@ -467,6 +473,12 @@ func (n *Node) endTurn() {
 	n.pingEpoch, n.pingT = n.st.epoch, sync.Next
 	if next != n.id {
 		n.hand = &handoff{to: next, nextT: sync.Next, sync: sync, at: n.now}
+	}
+	if s.leaving && n.leave != nil && next != n.id {
+		// Ask the next server now, not a retry interval later: it serves
+		// the request once the SYNC made it server, or replays it.
+		n.leave.sentAt = n.now
+		n.submit(&wire.LeaveRequest{})
 	}
 }
 
@@ -667,6 +679,20 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 		case h.From == n.id:
 			// The last member leaves: the group ends.
 			n.decide(&wire.Left{T: st.t, Next: st.t + 1, Epoch: ep, ID: n.id}, true)
+		case h.From == st.backup && len(st.members) > 2 && !n.turnToLeaver[h.From]:
+			// Dropping the backup now would leave this server without
+			// one, and it would take over from itself (a new epoch, the
+			// tokens raised by TakeoverGap). The turn goes to the leaver
+			// instead: as a server that leaves, it hands the turn on
+			// (naming a backup of its own) and then leaves as a member,
+			// decided by its successor, whose backup it is not. Unless
+			// that backup leaves too: then the turn comes back here, and
+			// the second time the leave is decided at once.
+			if n.turnToLeaver == nil {
+				n.turnToLeaver = map[wire.NodeID]bool{}
+			}
+			n.turnToLeaver[h.From] = true
+			n.srv.backupLeaves = true
 		case !n.viewCommitted():
 			// The leaver asks again; by then the last change is known.
 		default:
