@@ -18,8 +18,7 @@ func (l groupLocker) Acquire(ctx context.Context, name string) (Lease, error) {
 }
 
 func (l groupLocker) TryAcquire(ctx context.Context, name string) (Lease, error) {
-	le, err := leaseOrNil(l.g.TryAcquire(ctx, name))
-	return le, locked(err)
+	return leaseOrNil(l.g.TryAcquire(ctx, name))
 }
 
 func (l groupLocker) Publish(topic string, data []byte) error { return l.g.Publish(topic, data) }
@@ -70,8 +69,7 @@ func (l quorumLocker) Acquire(ctx context.Context, name string) (Lease, error) {
 }
 
 func (l quorumLocker) TryAcquire(ctx context.Context, name string) (Lease, error) {
-	le, err := leaseOrNil(l.n.TryAcquire(ctx, name))
-	return le, locked(err)
+	return leaseOrNil(l.n.TryAcquire(ctx, name))
 }
 
 func (l quorumLocker) Publish(topic string, data []byte) error { return l.n.Publish(topic, data) }

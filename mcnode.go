@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/internal/errkind"
 	"github.com/mcnode/mcnode/quorumfallback/node"
 )
 
@@ -148,8 +149,19 @@ type Status struct {
 	Sent, Core, Updates, Received, Dropped uint64
 }
 
-// ErrLocked is wrapped by TryAcquire's error when the lock is taken.
-var ErrLocked = errors.New("mcnode: the lock is held or waited for")
+// Errors of either mode, to test for with errors.Is: each runtime's own
+// error (group.ErrLocked, node.ErrLocked, ...) matches the one of its kind.
+var (
+	// ErrLocked: TryAcquire found the lock held or waited for.
+	ErrLocked = errkind.Locked
+	// ErrLeaseLost: a Lease ended without Release (its Err, and Release's
+	// error): in multicast mode the group took the lock back (this node's
+	// lease ran out, or it was removed), in either mode the node closed.
+	ErrLeaseLost = errkind.LeaseLost
+	// ErrClosed: the node was closed, or has left; every call fails with
+	// it from then on.
+	ErrClosed = errkind.Closed
+)
 
 // ErrConfig is wrapped by Start's errors for a config it cannot use (with
 // the runtime's own: group.ErrConfig, node.ErrConfig).
@@ -239,12 +251,4 @@ func leaseOrNil[L interface {
 		return nil, err
 	}
 	return l, err
-}
-
-// locked wraps err in ErrLocked if it says the lock was taken.
-func locked(err error) error {
-	if errors.Is(err, group.ErrLocked) || errors.Is(err, node.ErrLocked) {
-		return fmt.Errorf("%w: %w", ErrLocked, err)
-	}
-	return err
 }

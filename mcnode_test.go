@@ -181,3 +181,44 @@ func TestAbandonedSubscriptionEndsWithTheNode(t *testing.T) {
 		}
 	}
 }
+
+// Both modes fail the same way, by the mode-independent errors: a lease
+// lost when its node closes, and every call on the closed node.
+func TestModesAgreeOnClosedAndLost(t *testing.T) {
+	for _, mode := range []mcnode.Mode{mcnode.Multicast, mcnode.Quorum} {
+		t.Run(string(mode), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			nodes := startGroup(ctx, mode, 2)
+			defer nodes[1].Close()
+			l, err := nodes[0].Acquire(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := nodes[1].TryAcquire(ctx, "a"); !errors.Is(err, mcnode.ErrLocked) || errors.Is(err, mcnode.ErrClosed) {
+				t.Errorf("TryAcquire of a held lock: %v, want ErrLocked", err)
+			}
+			nodes[0].Close()
+			select {
+			case <-l.Lost():
+			case <-ctx.Done():
+				t.Fatal("the lease was not lost when its node closed")
+			}
+			if err := l.Err(); !errors.Is(err, mcnode.ErrLeaseLost) {
+				t.Errorf("Err of a lease of a closed node: %v, want ErrLeaseLost", err)
+			}
+			if err := l.Release(); !errors.Is(err, mcnode.ErrLeaseLost) {
+				t.Errorf("Release of a lease of a closed node: %v, want ErrLeaseLost", err)
+			}
+			if _, err := nodes[0].Acquire(ctx, "b"); !errors.Is(err, mcnode.ErrClosed) || errors.Is(err, mcnode.ErrLeaseLost) {
+				t.Errorf("Acquire on a closed node: %v, want ErrClosed", err)
+			}
+			if _, err := nodes[0].TryAcquire(ctx, "b"); !errors.Is(err, mcnode.ErrClosed) {
+				t.Errorf("TryAcquire on a closed node: %v, want ErrClosed", err)
+			}
+			if err := nodes[0].Publish("t", nil); !errors.Is(err, mcnode.ErrClosed) {
+				t.Errorf("Publish on a closed node: %v, want ErrClosed", err)
+			}
+		})
+	}
+}

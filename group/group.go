@@ -17,6 +17,7 @@ import (
 	"github.com/mcnode/mcnode/arbiter"
 	"github.com/mcnode/mcnode/group/fence"
 	"github.com/mcnode/mcnode/group/sockfilter"
+	"github.com/mcnode/mcnode/internal/errkind"
 	"github.com/mcnode/mcnode/internal/fanout"
 	"github.com/mcnode/mcnode/seal"
 	"github.com/mcnode/mcnode/wire"
@@ -26,8 +27,9 @@ import (
 var (
 	// ErrGroupFull: the group refused this node (GROUP_FULL).
 	ErrGroupFull = errors.New("group: the group is full")
-	// ErrNodeClosed: the node has left or been closed.
-	ErrNodeClosed = errors.New("group: node closed")
+	// ErrNodeClosed: the node has left or been closed. It matches
+	// mcnode.ErrClosed, as ErrLocked and ErrLeaseLost match mcnode's.
+	ErrNodeClosed = errkind.New("group: node closed", errkind.Closed)
 	// ErrNoGroup: no member of the group answered a join within
 	// Config.NoGroupAfter.
 	ErrNoGroup = errors.New("group: no member of the group answered")
@@ -48,10 +50,10 @@ var (
 	ErrRemoved = errors.New("group: this node was removed from the group")
 	// ErrLocked: TryAcquire found the resource held or waited for, by
 	// another member or another caller of this node.
-	ErrLocked = errors.New("group: resource is held or waited for")
+	ErrLocked = errkind.New("group: resource is held or waited for", errkind.Locked)
 	// ErrLeaseLost: the group took the resource back before Release
 	// (this node's lease ran out, or it was removed).
-	ErrLeaseLost = errors.New("group: lease lost")
+	ErrLeaseLost = errkind.New("group: lease lost", errkind.LeaseLost)
 	// ErrTickMismatch: the group runs with another tick than this node.
 	ErrTickMismatch = errors.New("group: tick differs from the group's")
 	// ErrLeaseTooShort: the group's lease is too short for this node's turn

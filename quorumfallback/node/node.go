@@ -57,6 +57,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcnode/mcnode/group/fence"
+	"github.com/mcnode/mcnode/internal/errkind"
 	"github.com/mcnode/mcnode/internal/fanout"
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
@@ -70,16 +71,17 @@ var (
 	ErrConfig = errors.New("node: bad config")
 	// ErrLocked: TryAcquire did not get the resource within TryWait: it is
 	// held or waited for, here or elsewhere.
-	ErrLocked = errors.New("node: resource is held or waited for")
+	ErrLocked = errkind.New("node: resource is held or waited for", errkind.Locked)
 	// ErrNotConnected: TryAcquire found the links to some peer its requests
 	// ask down, or this node not yet connected to every peer once (a peer
 	// has not started yet, or this node restarted and the group refuses
 	// it).
 	ErrNotConnected = errors.New("node: not connected to the peers it needs")
-	// ErrClosed: the node was closed.
-	ErrClosed = errors.New("node: closed")
+	// ErrClosed: the node was closed. It matches mcnode.ErrClosed, as
+	// ErrLocked and ErrLeaseLost match mcnode's.
+	ErrClosed = errkind.New("node: closed", errkind.Closed)
 	// ErrLeaseLost: the lease ended without Release (the node closed).
-	ErrLeaseLost = errors.New("node: lease lost")
+	ErrLeaseLost = errkind.New("node: lease lost", errkind.LeaseLost)
 )
 
 // Config configures a node.
