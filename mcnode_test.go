@@ -143,12 +143,20 @@ func TestModesAgreeOnErrors(t *testing.T) {
 		nodes := startGroup(ctx, mode, 2)
 		res[mode] = []error{nodes[0].Publish("", []byte("x")), nodes[0].Publish(strings.Repeat("t", 128), nil),
 			nodes[0].Publish(strings.Repeat("t", 129), nil), nodes[0].Publish("t", make([]byte, 1025))}
+		for _, name := range []string{"", strings.Repeat("n", 128), strings.Repeat("n", 129), "\xff"} {
+			l, err := nodes[0].TryAcquire(ctx, name)
+			if l != nil {
+				l.Release()
+			}
+			res[mode] = append(res[mode], err)
+		}
 		for _, n := range nodes {
 			n.Close()
 		}
 	}
-	for i, what := range []string{"empty topic", "128-byte topic", "129-byte topic", "1025 bytes of data"} {
-		if m, q := res[mcnode.Multicast][i], res[mcnode.Quorum][i]; (m == nil) != (q == nil) {
+	for i, what := range []string{"empty topic", "128-byte topic", "129-byte topic", "1025 bytes of data",
+		"empty name", "128-byte name", "129-byte name", "name not UTF-8"} {
+		if m, q := res[mcnode.Multicast][i], res[mcnode.Quorum][i]; (m == nil) != (q == nil) || errors.Is(m, mcnode.ErrLocked) != errors.Is(q, mcnode.ErrLocked) {
 			t.Errorf("%s: multicast %v, quorum %v", what, m, q)
 		}
 	}

@@ -53,6 +53,7 @@ import (
 	"net"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -760,8 +761,8 @@ func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 const MaxName = 128
 
 func (n *Node) acquire(ctx context.Context, name string) (*Lease, error) {
-	if name == "" || len(name) > MaxName {
-		return nil, fmt.Errorf("node: resource name %.20q...: want 1 to %d bytes", name, MaxName)
+	if name == "" || len(name) > MaxName || !utf8.ValidString(name) {
+		return nil, fmt.Errorf("node: resource name %.20q...: want 1 to %d bytes of UTF-8", name, MaxName)
 	}
 	w := &waiter{ch: make(chan result, 1)}
 	var err error
