@@ -75,16 +75,23 @@ func logger(c *cli.Context) (zerolog.Logger, error) {
 	if err != nil || level == zerolog.NoLevel {
 		return zerolog.Nop(), usage("--log-level %q: want debug, info, warn or error", c.String("log-level"))
 	}
-	var l zerolog.Logger
-	switch f := c.String("log-format"); {
-	case f == "json" || (f == "auto" && !isatty.IsTerminal(os.Stderr.Fd())):
-		l = zerolog.New(os.Stderr).With().Timestamp().Logger()
-	case f == "console" || f == "auto":
-		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).With().Timestamp().Logger()
-	default:
-		return zerolog.Nop(), usage("--log-format %q: want console, json or auto", f)
+	l, ok := stderrLogger(c.String("log-format"))
+	if !ok {
+		return zerolog.Nop(), usage("--log-format %q: want console, json or auto", c.String("log-format"))
 	}
 	return l.Level(level), nil
+}
+
+// stderrLogger is a logger to stderr in format (console, json or auto:
+// console on a terminal, JSON otherwise); false if format is none of these.
+func stderrLogger(format string) (zerolog.Logger, bool) {
+	switch {
+	case format == "json" || (format == "auto" && !isatty.IsTerminal(os.Stderr.Fd())):
+		return zerolog.New(os.Stderr).With().Timestamp().Logger(), true
+	case format == "console" || format == "auto":
+		return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).With().Timestamp().Logger(), true
+	}
+	return zerolog.Nop(), false
 }
 
 // noDaemonNoInterface is err, groupConfig's, unless it is errNoInterface
