@@ -509,6 +509,20 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 		// Without a daemon the lock dies with mcnode lock; so does COMMAND.
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
+	// What COMMAND starts does not get Pdeathsig: the guard kills its
+	// process group, should mcnode lock die (guard.go). With --foreground
+	// that group is the terminal's job, which is not the guard's to kill.
+	var guard *lockGuard
+	if h.conn == nil && !foreground {
+		var err error
+		if guard, err = startGuard(name, c.String("log-format"), log); err != nil {
+			// The lock is held already, and the command is guarded as
+			// before (it dies with mcnode lock); only what it starts is
+			// not. Refusing to run it would turn a host where the guard
+			// cannot run (no /proc, no exec) into one where no lock works.
+			log.Warn().Err(err).Str("lock", name).Msg("no guard: if mcnode lock is killed, what the command started outlives the lock")
+		}
+	}
 	err := cmd.Start()
 	if h.conn != nil {
 		// Start put the connection's file description in blocking mode
@@ -520,6 +534,7 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 		h.conn.Close()
 	}
 	if err != nil {
+		guard.standDown()
 		code := exitNotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			code = exitNotFound
@@ -535,6 +550,7 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 			_ = syscall.Kill(-cmd.Process.Pid, s)
 		}
 	}
+	guard.arm(cmd.Process.Pid) // the process group's id (unless foreground, with no guard)
 	log.Debug().Str("lock", name).Uint64("token", h.token).Int("pid", cmd.Process.Pid).Msg("running under lock")
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, catchable(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)...)
@@ -605,6 +621,11 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 		case err := <-done:
 			if lost {
 				send(syscall.SIGKILL) // whatever the command left behind
+			}
+			// The command is reaped: from now on its pid, the group's
+			// id, may go to another process once the group is empty.
+			guard.standDown()
+			if lost {
 				if expired {
 					return &exitError{code: exitLost, err: fmt.Errorf("lock %q: the lease ran out with no renewal while the command ran; the command was stopped", name)}
 				}

@@ -39,6 +39,11 @@ const (
 )
 
 func main() {
+	if _, ok := os.LookupEnv(guardEnv); ok {
+		// The guard of an mcnode lock (see guard.go), before any flag,
+		// config file or help is looked at.
+		os.Exit(runGuard(os.Args))
+	}
 	app := newApp()
 	err := app.Run(os.Args)
 	var ee *exitError
