@@ -50,7 +50,10 @@ func lockCommand() *cli.Command {
 			"group can hand the lock on.\n" +
 			"Through a daemon, COMMAND inherits the lock's connection: if mcnode lock is\n" +
 			"killed, the lock is held until COMMAND and every process it started have exited,\n" +
-			"as with flock(1). Without a daemon, COMMAND is killed if mcnode lock is.\n\n" +
+			"as with flock(1). Without a daemon, COMMAND is killed if mcnode lock is, and so\n" +
+			"is the rest of its process group, even on a SIGKILL of mcnode lock: a helper,\n" +
+			"mcnode-lock-guard, outlives mcnode lock to kill it (with --foreground, only\n" +
+			"COMMAND itself is killed).\n\n" +
 			"Exit status: COMMAND's own; 1 if the lock was not acquired (--timeout, or held\n" +
 			"with --nonblock); 2 for usage errors; 3 if the lock was lost while COMMAND ran;\n" +
 			"126/127 if COMMAND cannot be run or found.\n\n" +
