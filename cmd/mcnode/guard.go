@@ -24,7 +24,11 @@ package main
 // killer: the kernel closes its descriptors however it ends), and the guard
 // sends SIGKILL to the process group, says so on stderr and exits. A pipe
 // that closes before a process group was written means the command never
-// ran: there is nothing to kill.
+// ran, and there is nothing to kill; or that mcnode lock died in the
+// microseconds between the command's exec (the group exists once Start
+// returns) and the write: the command then dies of Pdeathsig, and what it
+// could have started meanwhile is not reached. The guard runs before the
+// command starts, so there is no such window on its side.
 //
 // The guard runs in a process group of its own, neither the command's (the
 // lost-lease SIGTERM and SIGKILL of the command's group must not reach it)
