@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
 
 	"github.com/mcnode/mcnode/seal"
 )
@@ -13,8 +18,15 @@ import (
 // mcnodeLocal runs the test binary as mcnode with a clean environment, on
 // this host: only for commands that stop before touching the network.
 func mcnodeLocal(args ...string) (string, int) {
+	return mcnodeLocalIn("", nil, args...)
+}
+
+// mcnodeLocalIn is mcnodeLocal in the directory dir ("": this one), with
+// env added to the clean environment.
+func mcnodeLocalIn(dir string, env []string, args ...string) (string, int) {
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = []string{"MCNODE_TEST_MAIN=1", "PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "GORACE=atexit_sleep_ms=0"}
+	cmd.Dir = dir
+	cmd.Env = append([]string{"MCNODE_TEST_MAIN=1", "PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "GORACE=atexit_sleep_ms=0"}, env...)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -134,4 +146,98 @@ func TestKeygenPrintsTheKey(t *testing.T) {
 	if _, err := seal.ParseKey(out); err != nil {
 		t.Fatalf("mcnode keygen printed %q: %v", out, err)
 	}
+}
+
+// TestCLIBadEnvironmentValue: an environment variable whose value its flag
+// cannot parse (MCNODE_HEARTBEAT=abc) keeps no command from showing its
+// help, nor the shell from completing (urfave/cli refused both, and
+// panicked completing); a command run with it stops, naming the variable,
+// with status 2, before it does anything. Every command and variable,
+// taken from the app itself.
+func TestCLIBadEnvironmentValue(t *testing.T) {
+	const bad = "not-a-value"
+	type envFlag interface{ GetEnvVars() []string }
+	var walk func(path []string, cmds []*cli.Command)
+	walk = func(path []string, cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			path := append(slices.Clone(path), cmd.Name)
+			var vars, parsed []string // every variable; those of flags that parse theirs
+			for _, f := range cmd.Flags {
+				ef, ok := f.(envFlag)
+				if !ok {
+					continue
+				}
+				vars = append(vars, ef.GetEnvVars()...)
+				if !takesAnyString(f) {
+					parsed = append(parsed, ef.GetEnvVars()...)
+				}
+			}
+			t.Run(strings.Join(path, "_")+"/help", func(t *testing.T) {
+				for _, v := range vars {
+					t.Setenv(v, bad)
+				}
+				out, err := runApp(t, append(path, "--help")...)
+				if err != nil || !strings.Contains(out, "NAME:\n   mcnode "+strings.Join(path, " ")) {
+					t.Errorf("mcnode %s --help with %v set to %q: %v\n%s", strings.Join(path, " "), vars, bad, err, out)
+				}
+			})
+			for _, v := range parsed {
+				t.Run(strings.Join(path, "_")+"/"+v, func(t *testing.T) {
+					t.Setenv(v, bad)
+					_, err := runApp(t, path...)
+					var ee *exitError
+					if !errors.As(err, &ee) || ee.code != exitUsage || !strings.Contains(err.Error(), `"`+v+`"`) || !strings.Contains(err.Error(), `"`+bad+`"`) {
+						t.Errorf("mcnode %s with %s=%s: %v; want a usage error naming the variable and its value", strings.Join(path, " "), v, bad, err)
+					}
+				})
+			}
+			walk(path, cmd.Subcommands)
+		}
+	}
+	walk(nil, newApp().Commands)
+
+	// As a user meets it, and completing.
+	env := []string{"MCNODE_HEARTBEAT=abc"}
+	if out, code := mcnodeLocalIn("", env, "run", "--help"); code != 0 || !strings.Contains(out, "--heartbeat value") {
+		t.Errorf("MCNODE_HEARTBEAT=abc mcnode run --help: status %d:\n%s", code, out)
+	}
+	if out, code := mcnodeLocalIn("", env, "run", "--hea", "--generate-bash-completion"); code != 0 || strings.TrimSpace(out) != "--heartbeat" {
+		t.Errorf("MCNODE_HEARTBEAT=abc mcnode run --hea<Tab>: status %d: %q, want --heartbeat", code, out)
+	}
+	want := `could not parse "abc" as duration value from environment variable "MCNODE_HEARTBEAT" for flag heartbeat`
+	if out, code := mcnodeLocalIn("", env, "run", "--interface", "lo"); code != exitUsage || !strings.Contains(out, want) || strings.Count(out, "\n") != 1 {
+		t.Errorf("MCNODE_HEARTBEAT=abc mcnode run: status %d: %q, want status 2 and one line with %q", code, out, want)
+	}
+}
+
+// takesAnyString: f takes any value its environment variable holds.
+func takesAnyString(f cli.Flag) bool {
+	switch f.(type) {
+	case *cli.StringFlag, *altsrc.StringFlag:
+		return true
+	}
+	return false
+}
+
+// runApp runs mcnode with args in this process, every command's action
+// failing the test (the cases stop before it), and returns what it printed.
+func runApp(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	app := newApp()
+	var out bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &out
+	var stub func([]*cli.Command)
+	stub = func(cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			name := cmd.Name
+			cmd.Action = func(*cli.Context) error {
+				t.Errorf("mcnode %s ran", name)
+				return nil
+			}
+			stub(cmd.Subcommands)
+		}
+	}
+	stub(app.Commands)
+	err := app.Run(append([]string{"mcnode"}, args...))
+	return out.String(), err
 }

@@ -160,5 +160,6 @@ func newApp() *cli.App {
 		}
 	}
 	configure(app.Commands)
+	deferEnvErrors(app)
 	return app
 }
