@@ -173,11 +173,20 @@ type Quorum struct {
 func (q Quorum) String() string {
 	switch {
 	case q.Held:
-		return fmt.Sprintf("quorum held (%d members)", q.Members)
+		return fmt.Sprintf("quorum held (%s)", plural(q.Members, "member"))
 	case q.Reachable > 0:
-		return fmt.Sprintf("no quorum: %d of %d members reachable", q.Reachable, q.Members)
+		return fmt.Sprintf("no quorum: %d of %s reachable", q.Reachable, plural(q.Members, "member"))
 	}
-	return fmt.Sprintf("no quorum: no server heard (%d members)", q.Members)
+	return fmt.Sprintf("no quorum: no server heard (%s)", plural(q.Members, "member"))
+}
+
+// plural is n and the noun, which takes an s unless n is 1: "1 member",
+// "3 members". For what people read: status lines, events' reasons.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // enterOnRelease hands a resource to this node when it hears the holder's

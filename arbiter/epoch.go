@@ -210,7 +210,7 @@ func (n *Node) sendClaim() {
 func (n *Node) tickClaim() {
 	c := n.claim
 	if n.now-c.started >= uint64(n.cfg.ClaimTicks) {
-		n.abandonClaim(fmt.Sprintf("%d of %d members voted within %d ticks", n.countVotes(c), len(n.st.members), n.cfg.ClaimTicks))
+		n.abandonClaim(fmt.Sprintf("%d of %s voted within %s", n.countVotes(c), plural(len(n.st.members), "member"), plural(n.cfg.ClaimTicks, "tick")))
 		return
 	}
 	if n.now-c.sentAt >= uint64(n.cfg.RetryTicks) {
@@ -234,7 +234,7 @@ func (n *Node) abandonClaim(reason string) {
 	if !c.pre {
 		n.emit(Event{Kind: EventTakeoverFailed, Node: n.id, Reason: fmt.Sprintf("claim for epoch %d given up: %s", c.epoch, reason)})
 	} else if n.srv == nil {
-		n.quorumLost(fmt.Sprintf("no server heard, and %d of %d members reachable", n.countVotes(c), len(n.st.members)))
+		n.quorumLost(fmt.Sprintf("no server heard, and %d of %s reachable", n.countVotes(c), plural(len(n.st.members), "member")))
 	}
 }
 

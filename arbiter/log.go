@@ -1200,9 +1200,9 @@ func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) err
 	}
 	if n.srv == nil && n.claim == nil && p.Reachable != 0 {
 		if n.majority(n.reachable) {
-			n.quorumRegained(fmt.Sprintf("the server, node %d, reaches %d of %d members", h.From, p.Reachable, len(n.st.members)))
+			n.quorumRegained(fmt.Sprintf("the server, node %d, reaches %d of %s", h.From, p.Reachable, plural(len(n.st.members), "member")))
 		} else {
-			n.quorumLost(fmt.Sprintf("the server, node %d, reaches only %d of %d members", h.From, p.Reachable, len(n.st.members)))
+			n.quorumLost(fmt.Sprintf("the server, node %d, reaches only %d of %s", h.From, p.Reachable, plural(len(n.st.members), "member")))
 		}
 	}
 	if p.Prev != 0 && p.ViewT == n.st.viewT && h.LogEpoch == n.st.epoch && !slices.Contains(p.Unanswered, n.id) {

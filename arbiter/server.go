@@ -254,7 +254,7 @@ func (n *Node) countProbe(p *probe) {
 	if s.authUntil <= n.now && s.hadAuth {
 		// A lapse: the time without a majority was not the members' fault.
 		s.counted = n.now
-		n.quorumRegained(fmt.Sprintf("%d of %d members answer", k, len(n.st.members)))
+		n.quorumRegained(fmt.Sprintf("%d of %s answer", k, plural(len(n.st.members), "member")))
 	}
 	s.authUntil, s.hadAuth = until, true
 	// The server's own lease runs from the ping a majority answered: what
@@ -815,7 +815,7 @@ func (n *Node) tickServer() {
 	if !n.hasAuthority() {
 		if s.hadAuth && s.lostAt < s.authUntil {
 			s.lostAt = n.now
-			n.quorumLost(fmt.Sprintf("the server lost the answers of a majority of its %d members", len(st.members)))
+			n.quorumLost(fmt.Sprintf("the server lost the answers of a majority of its %s", plural(len(st.members), "member")))
 		}
 		// Without a majority for the takeover timeout, stop pinging: members
 		// that still hear this node (it may be deaf, not mute) could never

@@ -238,5 +238,5 @@ func (p *progress) done() {
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K")
 	}
-	fmt.Fprintf(p.w, "bench: %d runs in %v\n", p.total, time.Since(p.begun).Round(time.Second))
+	fmt.Fprintf(p.w, "bench: %s in %v\n", plural(p.total, "run"), time.Since(p.begun).Round(time.Second))
 }

@@ -163,7 +163,7 @@ func (d *demo) run() error {
 	if d.opt.Mode == modeMulticast && netns.Inside() {
 		where += " in a private network namespace"
 	}
-	fmt.Fprintf(d.out, "mcnode demo: %d nodes contend for %d locks for %v over %s\n", d.opt.N, d.work.Locks, d.duration, where)
+	fmt.Fprintf(d.out, "mcnode demo: %s contend for %s for %v over %s\n", plural(d.opt.N, "node"), plural(d.work.Locks, "lock"), d.duration, where)
 	before := lg.Traffic()
 	done := make(chan localgroup.Result)
 	go func() { done <- localgroup.Drive(lg.Nodes, d.work, &d.progress) }()
@@ -240,7 +240,7 @@ func (d *demo) summary(r localgroup.Result, after, before localgroup.Traffic) er
 	fmt.Fprintf(d.out, "  overlaps found       %d\n", r.Overlaps)
 	switch {
 	case r.Overlaps > 0:
-		return &exitError{code: 1, err: fmt.Errorf("%d overlapping critical sections: mutual exclusion violated", r.Overlaps)}
+		return &exitError{code: 1, err: fmt.Errorf("%s: mutual exclusion violated", plural(r.Overlaps, "overlapping critical section"))}
 	case r.Entries == 0:
 		return &exitError{code: 1, err: fmt.Errorf("no lock was ever granted (%v)", r.Err)}
 	case r.Err != nil:

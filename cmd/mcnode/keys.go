@@ -356,7 +356,11 @@ func keysCommand() *cli.Command {
 			fmt.Fprintf(os.Stderr, "mcnode: warning: %s\n", w)
 		}
 		if len(failed) > 0 {
-			return &exitError{code: 1, err: fmt.Errorf("done here and on %d of %d other members; not on node %s: run the same command again (members do a change once), or on those hosts with --local", len(r.Members)-len(failed), len(r.Members), strings.Join(failed, ", "))}
+			nodes := "node"
+			if len(failed) > 1 {
+				nodes = "nodes"
+			}
+			return &exitError{code: 1, err: fmt.Errorf("done here and on %d of %s; not on %s %s: run the same command again (members do a change once), or on those hosts with --local", len(r.Members)-len(failed), plural(len(r.Members), "other member"), nodes, strings.Join(failed, ", "))}
 		}
 		return nil
 	}

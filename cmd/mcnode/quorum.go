@@ -494,7 +494,7 @@ func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, lo
 			}
 			if cfg.Self < 0 {
 				_ = g.Leave(ctx)
-				return nil, fmt.Errorf("the multicast group already has %d members before this one (--quorum-size %d): this node is not one of the quorum mode's nodes", len(st.Members)-1, want)
+				return nil, fmt.Errorf("the multicast group already has %s before this one (--quorum-size %d): this node is not one of the quorum mode's nodes", plural(len(st.Members)-1, "member"), want)
 			}
 			log.Info().Strs("peers", cfg.Peers).Int("node_id", cfg.Self).Msg("peers taken from the multicast group")
 			return g, nil

@@ -452,6 +452,15 @@ func printDatagrams(w io.Writer, v *statusView) {
 	fmt.Fprintln(w)
 }
 
+// plural is n and the noun, which takes an s unless n is 1: "1 member",
+// "3 members".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // shown is a string that came from the network (a lock name, which any
 // member may choose, or a member's address, which it reports itself) as it
 // is safe to print on a terminal: as it is if it is printable UTF-8 without

@@ -229,3 +229,20 @@ func TestStatusOfAStoppedDaemon(t *testing.T) {
 		t.Errorf("gave up after %v, want about %v", d, statusTimeout)
 	}
 }
+
+// Counts agree with their nouns in what people read: a group of one is
+// "quorum held (1 member)", not "(1 members)".
+func TestStatusPlurals(t *testing.T) {
+	for n, want := range map[int]string{0: "0 members", 1: "1 member", 2: "2 members"} {
+		if got := plural(n, "member"); got != want {
+			t.Errorf("plural(%d, member) = %q, want %q", n, got, want)
+		}
+	}
+	st := group.Status{Group: "g", Self: 1, Server: 1, Members: []group.Member{{ID: 1, Addr: "10.0.0.1:1"}},
+		Quorum: group.Quorum{Held: true, Members: 1}}
+	var out bytes.Buffer
+	printStatus(&out, viewStatus(st))
+	if !strings.Contains(out.String(), "quorum held (1 member)") || strings.Contains(out.String(), "1 members") {
+		t.Errorf("a group of one, want \"quorum held (1 member)\":\n%s", out.String())
+	}
+}
