@@ -72,6 +72,26 @@ type statusView struct {
 	Error      string  `json:"error,omitempty"`
 }
 
+// MarshalJSON writes the lists and the map that are always there empty,
+// [] and {}, when they hold nothing, rather than null: a script can take
+// the length of .members or go through .resources without a null check.
+// Whoever made the view (a daemon of an earlier release, say), status
+// --json and --watch --json print it so.
+func (v statusView) MarshalJSON() ([]byte, error) {
+	type plain statusView // the fields, without this method
+	p := plain(v)
+	if p.Members == nil {
+		p.Members = []memberView{}
+	}
+	if p.Resources == nil {
+		p.Resources = []resourceView{}
+	}
+	if p.Sent == nil {
+		p.Sent = map[string]int64{}
+	}
+	return json.Marshal(p)
+}
+
 type memberView struct {
 	ID   uint64 `json:"id"`
 	Addr string `json:"addr"`

@@ -246,3 +246,52 @@ func TestStatusPlurals(t *testing.T) {
 		t.Errorf("a group of one, want \"quorum held (1 member)\":\n%s", out.String())
 	}
 }
+
+// status --json prints the lists that are always there as [] when they are
+// empty, never null (and datagrams_sent as {}): for a new daemon's view,
+// a joining daemon's (which lists nothing) and one decoded from a daemon
+// that sent nulls. A lock's queue is left out when empty, as before.
+func TestStatusJSONEmptyLists(t *testing.T) {
+	var decoded statusView
+	if err := json.Unmarshal([]byte(`{"group":"g","members":null,"resources":null,"datagrams_sent":null}`), &decoded); err != nil {
+		t.Fatal(err)
+	}
+	withFreeLock := viewStatus(group.Status{Group: "g", Resources: []group.ResourceInfo{{Name: "x"}}})
+	for name, v := range map[string]*statusView{
+		"new":           viewStatus(group.Status{Group: "g"}),
+		"joining":       {Group: "g", Joining: "no group heard yet"},
+		"decoded":       &decoded,
+		"with a lock":   withFreeLock,
+		"quorum, empty": {Group: "g", Mode: modeQuorum},
+	} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(b, &fields); err != nil {
+			t.Fatal(err)
+		}
+		for field, want := range map[string]string{"members": "[]", "resources": "[]", "datagrams_sent": "{}"} {
+			if name == "with a lock" && field == "resources" {
+				continue
+			}
+			if got := string(fields[field]); got != want {
+				t.Errorf("%s status: %q is %s, want %s: %s", name, field, got, want, b)
+			}
+		}
+		if strings.Contains(string(b), "null") {
+			t.Errorf("%s status has a null: %s", name, b)
+		}
+	}
+	// The indented form status --json prints, through the same method.
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(viewStatus(group.Status{Group: "g"})); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "\n  \"members\": [],\n") {
+		t.Errorf("status --json:\n%s", out.String())
+	}
+}

@@ -45,6 +45,13 @@ func (l *Log) End(target int, results []Result) {
 	}
 	win, ok := Winner(rows)
 	if l.json {
+		// Empty lists as [], not null, as in each Result.
+		if rows == nil {
+			rows = []Row{}
+		}
+		if results == nil {
+			results = []Result{}
+		}
 		end := struct {
 			Scoreboard []Row    `json:"scoreboard"`
 			Winner     *Row     `json:"winner"`

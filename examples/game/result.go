@@ -1,6 +1,7 @@
 package game
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,6 +18,23 @@ type Result struct {
 	// Scoreboard is made of the final reports of this player and of every
 	// other player that sent one.
 	Scoreboard []Row `json:"scoreboard"`
+}
+
+// MarshalJSON writes a record's lists as [] when they are empty (a player
+// that took nothing), rather than null.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result // the fields, without this method
+	p := plain(r)
+	if p.Takes == nil {
+		p.Takes = []Take{}
+	}
+	if p.Wins == nil {
+		p.Wins = []Win{}
+	}
+	if p.Scoreboard == nil {
+		p.Scoreboard = []Row{}
+	}
+	return json.Marshal(p)
 }
 
 // Stop ends the player's game: it stops playing, reports its final state,

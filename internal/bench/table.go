@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -16,6 +17,20 @@ type Report struct {
 	Rows        []Row        `json:"rows"`
 	Targets     []Target     `json:"targets"`
 	Notes       []string     `json:"notes,omitempty"`
+}
+
+// MarshalJSON writes rows and targets as [] when there are none (a run
+// that meets no target's conditions has no targets), rather than null.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report // the fields, without this method
+	p := plain(r)
+	if p.Rows == nil {
+		p.Rows = []Row{}
+	}
+	if p.Targets == nil {
+		p.Targets = []Target{}
+	}
+	return json.Marshal(p)
 }
 
 // WriteTable prints the report as tables, one per layer and load, then the
