@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -116,7 +118,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"status", "--group", strings.Repeat("g", 100)}, "no --interface"},
 		{[]string{"lock", "--socket", "/" + strings.Repeat("s", 110), "x", "--", "true"}, "is 111 bytes"},
 		// The program's name once appeared twice here.
-		{[]string{"--version"}, "(see mcnode --help)"},
+		{[]string{"--verbose"}, "(see mcnode --help)"},
+		{[]string{"version", "extra"}, "version takes no arguments"},
 	}
 	for _, tc := range cases {
 		out, code := mcnodeLocal(tc.args...)
@@ -240,4 +243,55 @@ func runApp(t *testing.T, args ...string) (string, error) {
 	stub(app.Commands)
 	err := app.Run(append([]string{"mcnode"}, args...))
 	return out.String(), err
+}
+
+// mcnode --version, -v and mcnode version print one line: the module's
+// version, and the Go that built it.
+func TestCLIVersion(t *testing.T) {
+	var first string
+	for _, args := range [][]string{{"--version"}, {"-v"}, {"version"}} {
+		out, code := mcnodeLocal(args...)
+		if code != 0 || !strings.HasPrefix(out, "mcnode version ") || strings.Count(out, "\n") != 1 || !strings.Contains(out, runtime.Version()) {
+			t.Errorf("mcnode %s: status %d, %q; want one line \"mcnode version ...\" naming %s", strings.Join(args, " "), code, out, runtime.Version())
+		}
+		if first == "" {
+			first = out
+		} else if out != first {
+			t.Errorf("mcnode %s: %q, but mcnode --version: %q", strings.Join(args, " "), out, first)
+		}
+	}
+	if out, code := mcnodeLocal("--help"); code != 0 || !strings.Contains(out, "--version") || !strings.Contains(out, "version ") {
+		t.Errorf("mcnode --help (status %d) lists neither --version nor the version command:\n%s", code, out)
+	}
+}
+
+// The version line from the build information: a release by its tag, a
+// build from a checkout by its commit (and whether the tree had changes),
+// and a build with neither still by the Go that built it.
+func TestCLIVersionOf(t *testing.T) {
+	const rev = "7f11a7c4e2b1d7e2b8a0f6c5d4e3b2a1f0e9d8c7"
+	build := func(version string, settings ...string) *debug.BuildInfo {
+		info := &debug.BuildInfo{GoVersion: "go1.26.0", Path: "github.com/mcnode/mcnode/cmd/mcnode",
+			Main: debug.Module{Path: "github.com/mcnode/mcnode", Version: version}}
+		for _, s := range settings {
+			k, v, _ := strings.Cut(s, "=")
+			info.Settings = append(info.Settings, debug.BuildSetting{Key: k, Value: v})
+		}
+		return info
+	}
+	for _, tc := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{build("v1.2.0"), "v1.2.0, go1.26.0 linux/amd64"},
+		{build("v0.0.0-20260102150405-7f11a7c4e2b1+dirty", "vcs=git", "vcs.revision="+rev, "vcs.time=2026-01-02T15:04:05Z", "vcs.modified=true"),
+			"v0.0.0-20260102150405-7f11a7c4e2b1+dirty, commit " + rev + " of 2026-01-02T15:04:05Z, modified, go1.26.0 linux/amd64"},
+		{build("(devel)", "vcs=git", "vcs.revision="+rev, "vcs.modified=false"), "(devel), commit " + rev + ", go1.26.0 linux/amd64"},
+		{build("(devel)"), "(devel), go1.26.0 linux/amd64"},
+		{build(""), "(devel), go1.26.0 linux/amd64"},
+	} {
+		if got := versionOf(tc.info, "linux/amd64"); got != tc.want {
+			t.Errorf("version %q, settings %v: %q, want %q", tc.info.Main.Version, tc.info.Settings, got, tc.want)
+		}
+	}
 }

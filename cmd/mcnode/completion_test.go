@@ -41,6 +41,12 @@ _mcnode_complete; echo "${COMPREPLY[*]}"`
 	if got := complete("mcnode", "st"); got != "status" {
 		t.Errorf("mcnode st<Tab>: %q, want status", got)
 	}
+	if got := complete("mcnode", "vers"); got != "version" {
+		t.Errorf("mcnode vers<Tab>: %q, want version", got)
+	}
+	if got := complete("mcnode", "--vers"); got != "--version" {
+		t.Errorf("mcnode --vers<Tab>: %q, want --version", got)
+	}
 	if got := complete("mcnode", "lock", "--nonb"); got != "--nonblock" {
 		t.Errorf("mcnode lock --nonb<Tab>: %q, want --nonblock", got)
 	}
