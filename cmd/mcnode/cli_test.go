@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -292,6 +293,49 @@ func TestCLIVersionOf(t *testing.T) {
 	} {
 		if got := versionOf(tc.info, "linux/amd64"); got != tc.want {
 			t.Errorf("version %q, settings %v: %q, want %q", tc.info.Main.Version, tc.info.Settings, got, tc.want)
+		}
+	}
+}
+
+// mcnode keygen - prints the key, as without FILE, and writes no file
+// named "-" (it once did); mcnode keygen FILE still creates FILE with mode
+// 0600, says so on stderr without the secret, and replaces no file.
+func TestKeygenDashIsStdout(t *testing.T) {
+	dir := t.TempDir()
+	out, code := mcnodeLocalIn(dir, nil, "keygen", "-")
+	if code != 0 {
+		t.Fatalf("mcnode keygen -: status %d: %s", code, out)
+	}
+	if _, err := seal.ParseKey(out); err != nil {
+		t.Errorf("mcnode keygen - printed %q: %v", out, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("mcnode keygen - left %v in its directory", entries)
+	}
+	// A file, by name, "./-" included.
+	for _, name := range []string{"group.key", "./-"} {
+		out, code = mcnodeLocalIn(dir, nil, "keygen", name)
+		path := filepath.Join(dir, name)
+		info, err := os.Stat(path)
+		if code != 0 || err != nil {
+			t.Fatalf("mcnode keygen %s: status %d, %v: %s", name, code, err, out)
+		}
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("mcnode keygen %s: mode %04o, want 0600", name, info.Mode().Perm())
+		}
+		keys, err := seal.LoadKeyFile(path)
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("mcnode keygen %s wrote %d keys: %v", name, len(keys), err)
+		}
+		if !strings.Contains(out, "wrote key "+seal.FormatID(keys[0].ID())) || strings.Contains(out, keys[0].Encode()) {
+			t.Errorf("mcnode keygen %s said %q: want the key's ID, not the key", name, out)
+		}
+		before, _ := os.ReadFile(path)
+		if out, code := mcnodeLocalIn(dir, nil, "keygen", name); code != 1 || !strings.Contains(out, "file exists") {
+			t.Errorf("mcnode keygen %s again: status %d, %q; want status 1, the file kept", name, code, out)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+			t.Errorf("mcnode keygen %s again replaced the key", name)
 		}
 	}
 }
