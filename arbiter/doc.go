@@ -105,8 +105,12 @@
 // a server whose backup stops answering takes over from itself, with a new
 // backup, rather than name one quietly, which a candidate could not know of.
 // A backup that asks to leave is handed the turn first, so that it leaves
-// as a former server, with no self-takeover: it hands the turn on at once
-// and leaves as a member.
+// as a former server, with no self-takeover: it hands the turn on at once,
+// naming a backup other than itself, and leaves as a member. Should it not
+// answer before the hand-over, its leave is decided as any other member's
+// and the server takes over from itself; a request to leave, never taken
+// back, is served however old (a new epoch's server replays the ones it
+// overheard).
 //
 // A hand-over to the head of a queue (the holder released, left or was
 // removed) needs less of the backup: the log up to the decision that made

@@ -128,3 +128,154 @@ func TestAllButOneLeaveAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// backupHolds sets up a group of n whose server's backup holds r, with
+// another member queued for it. ok is false if the turn moved meanwhile.
+func backupHolds(t *testing.T, n int, seed int64) (s *simtest.Sim, srv, leaver, waiter *simtest.Host, ok bool) {
+	t.Helper()
+	s = newGroup(t, n, seed, nil)
+	s.RunTicks(5)
+	if srv = server(s); srv == nil {
+		t.Fatal("no server")
+	}
+	if leaver = hostOf(s, srv.Node.Backup()); leaver == nil {
+		return s, srv, nil, nil, false
+	}
+	waiter = otherThan(s, srv, leaver)
+	acquire(t, s, leaver, "r")
+	waitUntil(t, s, 30, "the backup holds r", func() bool { return holds(leaver, "r") })
+	acquire(t, s, waiter, "r")
+	s.RunTicks(3)
+	srv = server(s)
+	return s, srv, leaver, waiter, srv != nil && srv.Node.Backup() == leaver.Node.ID()
+}
+
+// A backup that asks to leave and dies at once: its leave is still decided
+// (it is not left to be removed for its silence, a lease later), and what
+// it held goes to the waiter well within a lease.
+func TestLeavingBackupThatDiesAtOnceIsLeft(t *testing.T) {
+	tried := 0
+	for _, n := range []int{3, 4, 5} {
+		for seed := int64(1); seed <= 5; seed++ {
+			s, _, leaver, waiter, ok := backupHolds(t, n, seed)
+			if !ok {
+				continue
+			}
+			tried++
+			if err := leaver.Node.Leave(); err != nil {
+				t.Fatal(err)
+			}
+			s.Flush(leaver)
+			at := s.Tick()
+			s.Crash(leaver.Index)
+			waitUntil(t, s, 300, "the waiter holds r", func() bool { return holds(waiter, "r") })
+			if d := s.Tick() - at; d > 100 {
+				t.Errorf("n=%d seed %d: the waiter waited %d ticks for r", n, seed, d)
+			}
+			if lefts := decisions[*wire.Left](s); len(lefts) != 1 || lefts[0].ID != leaver.Node.ID() {
+				t.Errorf("n=%d seed %d: Left decisions %+v, want the leaver's", n, seed, lefts)
+			}
+			checkClean(t, s)
+		}
+	}
+	if tried < 10 {
+		t.Fatalf("only %d runs had the leaver as the backup", tried)
+	}
+}
+
+// The leaving backup, handed the turn, names a backup for its successor.
+// Not itself: when the members between them did not answer it in time, it
+// did, and the successor, backed up by a leaver it had handed the turn to
+// once already, took over from itself.
+func TestLeavingServerNamesAnotherBackup(t *testing.T) {
+	for seed := int64(1); seed <= 10; seed++ {
+		s := newGroup(t, 3, seed, nil)
+		one, two, three := hostOf(s, 1), hostOf(s, 2), hostOf(s, 3)
+		s.Opt.Drop = func(d *simtest.Datagram) bool {
+			return d.From == three.Index && d.To == one.Index && d.Has(wire.KindPingReply)
+		}
+		waitUntil(t, s, 100, "node 1 hands the turn on", func() bool { return !one.Node.IsServer() })
+		waitUntil(t, s, 300, "node 1 serves again, backed up by node 2", func() bool {
+			return one.Node.IsServer() && one.Node.HasAuthority() && one.Node.Backup() == 2
+		})
+		before := len(takeovers(s))
+		if err := two.Node.Leave(); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, s, 400, "node 2 left", two.Node.Stopped)
+		s.Opt.Drop = nil
+		s.RunTicks(100)
+		if got := takeovers(s)[before:]; len(got) > 0 {
+			t.Fatalf("seed %d: the leave of the backup took a takeover: %+v", seed, *got[0])
+		}
+		checkClean(t, s)
+	}
+}
+
+// The server and its backup, in a group of three, leave at once: both
+// leaves are decided without a takeover (the turn went round both leavers
+// and back to a member backed up by one of them).
+func TestServerAndBackupOfThreeLeave(t *testing.T) {
+	tried := 0
+	for seed := int64(1); seed <= 10; seed++ {
+		s, srv, leaver, stay, ok := backupHolds(t, 3, seed)
+		if !ok {
+			continue
+		}
+		tried++
+		before := len(takeovers(s))
+		_ = leaver.Node.Leave()
+		_ = srv.Node.Leave()
+		waitUntil(t, s, 400, "both left", func() bool { return leaver.Node.Stopped() && srv.Node.Stopped() })
+		waitUntil(t, s, 100, "one member left", func() bool { return len(stay.Node.Members()) == 1 })
+		if got := takeovers(s)[before:]; len(got) > 0 {
+			t.Errorf("seed %d: %d takeovers for the two leaves", seed, len(got))
+		}
+		checkClean(t, s)
+	}
+	if tried < 6 {
+		t.Fatalf("only %d runs had the leaver as the backup", tried)
+	}
+}
+
+// A member is dead and not yet removed when the backup leaves: the turns
+// the leave passes through do not each wait for the dead member's answer,
+// so a request made meanwhile is granted soon.
+func TestBackupLeavesBesideADeadMember(t *testing.T) {
+	worst, tried := int64(0), 0
+	for _, n := range []int{4, 5} {
+		for seed := int64(1); seed <= 10; seed++ {
+			s, srv, leaver, waiter, ok := backupHolds(t, n, seed)
+			if !ok {
+				continue
+			}
+			dead := otherThan(s, srv, leaver, waiter)
+			asker := otherThan(s, srv, leaver, waiter, dead)
+			if asker == nil {
+				asker = waiter
+			}
+			s.Crash(dead.Index)
+			s.RunTicks(2)
+			if b := server(s); b == nil || b.Node.Backup() != leaver.Node.ID() {
+				continue
+			}
+			tried++
+			if err := leaver.Node.Leave(); err != nil {
+				t.Fatal(err)
+			}
+			at := s.Tick()
+			s.RunTicks(1)
+			acquire(t, s, asker, "q")
+			waitUntil(t, s, 300, "q granted", func() bool { return holds(asker, "q") })
+			worst = max(worst, s.Tick()-at)
+			waitUntil(t, s, 300, "the backup left", leaver.Node.Stopped)
+			checkClean(t, s)
+		}
+	}
+	if tried < 10 {
+		t.Fatalf("only %d runs had the leaver as the backup", tried)
+	}
+	if worst > 45 { // two ping timeouts and a bit: each turn waited for the dead member before
+		t.Fatalf("a request made as the backup left waited %d ticks", worst)
+	}
+}

@@ -1048,6 +1048,7 @@ func (n *Node) install(snap *wire.Snapshot) {
 	}
 	n.log.strangers = 0
 	clear(n.acks)
+	clear(n.turnToLeaver) // its leavers may be gone in what this node skipped
 	if n.join != nil {
 		n.stat = statusSyncing
 		n.renew(n.join.since) // the server admitted us, so it heard our first join request

@@ -69,9 +69,12 @@ type tenure struct {
 	// let it go before this server decided that release. Each is served
 	// as soon as a decision makes its sender the holder (serveEarly).
 	early []inbound
-	// backupLeaves says the backup asked to leave: the turn ends and goes
-	// to it, which hands it on and then leaves as a member (see serveMsg).
-	backupLeaves bool
+	// backupLeave is the backup's request to leave, if it asked: the turn
+	// ends and goes to it, which hands it on and then leaves as a member
+	// (see serveMsg). Should the turn end otherwise (the leaver does not
+	// answer, and this node takes over from itself), the request goes back
+	// with those overheard, for the next tenure to decide.
+	backupLeave *inbound
 }
 
 // probe is one ping and the members that answered it.
@@ -132,10 +135,15 @@ func (n *Node) replayRecent() {
 	replay := s.replay
 	s.replay = nil
 	for _, in := range replay {
-		if n.now-in.at > uint64(n.cfg.RetryTicks) || n.srv == nil {
+		// A request to leave is never taken back: served however old (its
+		// sender may be dead, and would otherwise hold what it held until
+		// it is removed).
+		_, leave := in.m.(*wire.LeaveRequest)
+		old := n.now-in.at > uint64(n.cfg.RetryTicks)
+		if (old && !leave) || n.srv == nil || (leave && n.st.member(in.h.From) == nil) {
 			continue
 		}
-		if _, ok := n.srv.heard[in.h.From]; !ok && n.st.member(in.h.From) != nil {
+		if _, ok := n.srv.heard[in.h.From]; !ok && !old && n.st.member(in.h.From) != nil {
 			n.srv.heard[in.h.From] = in.at // heard before the turn began
 		}
 		n.serveReplayed(in)
@@ -293,7 +301,11 @@ func (n *Node) endTenure() {
 		return
 	}
 	n.srv = nil
-	if held := append(append(s.deferred, s.replay...), s.early...); len(held) > 0 {
+	held := append(append(s.deferred, s.replay...), s.early...)
+	if s.backupLeave != nil {
+		held = append(held, *s.backupLeave)
+	}
+	if len(held) > 0 {
 		n.recent = append(held, n.recent...)
 		if len(n.recent) > maxRecent {
 			n.recent = n.recent[len(n.recent)-maxRecent:]
@@ -312,10 +324,15 @@ func (n *Node) turnAge() uint64 {
 
 // mustEndTurn reports whether the turn is over: its last timestamp is next
 // (which only a SYNC or a Takeover may take), or it has made its share of
-// decisions, or it has lasted TurnTicks, or the server is leaving. A server
-// that waits out a takeover's leases keeps its turn meanwhile: the next
-// server could not know it must wait.
+// decisions, or it has lasted TurnTicks, or the server is leaving, or its
+// backup is. A server that waits out a takeover's leases keeps its turn
+// meanwhile: the next server could not know it must wait.
 func (n *Node) mustEndTurn() bool {
+	return n.turnEnds() || (n.srv.backupLeave != nil && !n.frozen())
+}
+
+// turnEnds is mustEndTurn but for the backup's leave.
+func (n *Node) turnEnds() bool {
 	s := n.srv
 	if n.frozen() {
 		return false
@@ -323,15 +340,29 @@ func (n *Node) mustEndTurn() bool {
 	return n.st.sched.IsLastSlot(n.st.t) ||
 		s.decisions >= int(n.st.params.TurnLength)-1 ||
 		n.turnAge() >= uint64(n.cfg.TurnTicks) ||
-		s.leaving || s.backupLeaves
+		s.leaving
 }
 
 // canDecide reports whether the server may make a decision now: it holds a
 // majority's authority, waits out no takeover, has a backup to make its
 // grants take effect (unless alone), and its turn goes on.
 func (n *Node) canDecide() bool {
+	return n.mayDecide() && !n.mustEndTurn()
+}
+
+// decidesLeaveDuringHandover reports whether this server, waiting only to
+// hand the turn to its leaving backup, decides another member's leave
+// meanwhile: when the server and the backup of a group of three leave at
+// once, the turn would otherwise pass through both leavers, and come back
+// to the member that stays with a leaver for its backup again.
+func (n *Node) decidesLeaveDuringHandover(from wire.NodeID) bool {
+	return n.srv.backupLeave != nil && from != n.st.backup && n.mayDecide() && !n.turnEnds()
+}
+
+// mayDecide is canDecide but for the end of the turn.
+func (n *Node) mayDecide() bool {
 	return n.srv != nil && n.hasAuthority() && !n.frozen() && n.claim == nil &&
-		(n.st.backup != 0 || len(n.st.members) == 1) && !n.mustEndTurn()
+		(n.st.backup != 0 || len(n.st.members) == 1)
 }
 
 // maybeEndTurn ends the turn once it must end and every member has answered
@@ -340,10 +371,22 @@ func (n *Node) maybeEndTurn() bool {
 	if !n.mustEndTurn() || !n.hasAuthority() || n.claim != nil {
 		return false
 	}
-	if n.now-n.srv.start < uint64(n.cfg.PingTimeoutTicks) {
-		for _, m := range n.st.members {
-			if !n.srv.answered[m.id] {
+	// A turn that ends for a leave decides nothing more, and waits for no
+	// member that may be dead (not yet removed): it ends as soon as it may,
+	// a leaving server once it can name its successor a backup other than
+	// itself.
+	if s := n.srv; n.now-s.start < uint64(n.cfg.PingTimeoutTicks) {
+		switch {
+		case s.backupLeave != nil:
+		case s.leaving:
+			if len(n.st.members) > 2 && n.pickBackup(func(id wire.NodeID) bool { return id != n.id && s.answered[id] }, n.st.backup, n.st.backup) == 0 {
 				return false
+			}
+		default:
+			for _, m := range n.st.members {
+				if !s.answered[m.id] {
+					return false
+				}
 			}
 		}
 	}
@@ -352,6 +395,14 @@ func (n *Node) maybeEndTurn() bool {
 		case backupWaiting:
 			return false
 		case backupGone:
+			if in := n.srv.backupLeave; in != nil && n.mayDecide() && !n.turnEnds() && n.viewCommitted() {
+				// The leaving backup does not answer: its leave is decided
+				// at once, as any other member's (what it held goes to the
+				// heads of the queues), and the server, left without a
+				// backup, takes over from itself.
+				n.srv.backupLeave = nil
+				n.decideLeave(in.h.From)
+			}
 			n.startSelfClaim(fmt.Sprintf("the backup, node %d, does not answer", n.st.backup))
 			return false
 		}
@@ -459,7 +510,15 @@ func (n *Node) endTurn() {
 	}
 	sync.Next = nextT
 	if len(st.members) > 1 {
-		sync.Backup = n.pickBackup(func(id wire.NodeID) bool { return s.answered[id] && id != sync.Remove }, next, next)
+		ok := func(id wire.NodeID) bool { return s.answered[id] && id != sync.Remove }
+		if s.leaving {
+			// Not this node, unless no other answered: the next server
+			// would hand the turn straight back to a leaving backup.
+			sync.Backup = n.pickBackup(func(id wire.NodeID) bool { return id != n.id && ok(id) }, next, next)
+		}
+		if sync.Backup == 0 {
+			sync.Backup = n.pickBackup(ok, next, next)
+		}
 	}
 	if !n.apply(sync, true) {
 		return
@@ -569,15 +628,28 @@ func (n *Node) flush() {
 // drops it: the next server overheard it too.
 func (n *Node) serve(in inbound) {
 	if s := n.srv; s != nil && !n.canDecide() && !n.mustEndTurn() {
-		if len(s.replay) >= maxRecent {
-			s.replay = s.replay[1:] // the oldest: decided already, or soon retried
-		}
-		s.replay = append(s.replay, in)
-		s.replayed = false
+		n.keepForReplay(in)
 		return
 	}
 	n.serveMsg(in, n.catchUp)
 	n.serveEarly()
+}
+
+// keepForReplay holds a request back until the server may decide it. A
+// leave is held once, however often its sender asks.
+func (n *Node) keepForReplay(in inbound) {
+	s := n.srv
+	if _, ok := in.m.(*wire.LeaveRequest); ok && slices.ContainsFunc(s.replay, func(r inbound) bool {
+		_, leave := r.m.(*wire.LeaveRequest)
+		return leave && r.h.From == in.h.From
+	}) {
+		return
+	}
+	if len(s.replay) >= maxRecent {
+		s.replay = s.replay[1:] // the oldest: decided already, or soon retried
+	}
+	s.replay = append(s.replay, in)
+	s.replayed = false
 }
 
 // serveEarly serves the early releases (see server.early) whose senders now
@@ -675,7 +747,7 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 		switch {
 		case h.From == n.id && len(st.members) > 1:
 			n.srv.leaving = true // hand the turn over first, then leave as a member
-		case !n.canDecide():
+		case !n.canDecide() && !n.decidesLeaveDuringHandover(h.From):
 		case h.From == n.id:
 			// The last member leaves: the group ends.
 			n.decide(&wire.Left{T: st.t, Next: st.t + 1, Epoch: ep, ID: n.id}, true)
@@ -692,15 +764,25 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 				n.turnToLeaver = map[wire.NodeID]bool{}
 			}
 			n.turnToLeaver[h.From] = true
-			n.srv.backupLeaves = true
+			n.srv.backupLeave = &in
 		case !n.viewCommitted():
-			// The leaver asks again; by then the last change is known.
+			// Decided once the last change is known: the leaver asks
+			// again, but it may have died since it asked (a new epoch's
+			// server replays what it overheard, however old).
+			n.keepForReplay(in)
 		default:
-			view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return id == h.From })
-			if next, err := n.realign(view, n.id, st.t+1); err == nil {
-				n.decide(&wire.Left{T: st.t, Next: next, Epoch: ep, ID: h.From}, true)
-			}
+			n.decideLeave(h.From)
 		}
+	}
+}
+
+// decideLeave records that a member other than the server left; the server
+// keeps its turn.
+func (n *Node) decideLeave(id wire.NodeID) {
+	st := n.st
+	view := slices.DeleteFunc(st.sched.View(), func(m wire.NodeID) bool { return m == id })
+	if next, err := n.realign(view, n.id, st.t+1); err == nil {
+		n.decide(&wire.Left{T: st.t, Next: next, Epoch: st.epoch, ID: id}, true)
 	}
 }
 
