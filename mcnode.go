@@ -56,7 +56,8 @@ const (
 type Locker interface {
 	// Acquire waits until this node holds the named lock, or ctx ends.
 	// Callers in one process are served in the order they called. A name
-	// is 1 to 128 bytes of UTF-8 (so is a topic); another is refused.
+	// is 1 to 128 bytes of UTF-8 (a topic at most 128); another is
+	// refused.
 	Acquire(ctx context.Context, name string) (Lease, error)
 	// TryAcquire takes the named lock if it is free, and returns an error
 	// that wraps ErrLocked if it is held or waited for: by another node,

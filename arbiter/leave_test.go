@@ -1,6 +1,7 @@
 package arbiter_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/mcnode/mcnode/arbiter"
@@ -278,4 +279,134 @@ func TestBackupLeavesBesideADeadMember(t *testing.T) {
 	if worst > 45 { // two ping timeouts and a bit: each turn waited for the dead member before
 		t.Fatalf("a request made as the backup left waited %d ticks", worst)
 	}
+}
+
+// A member applies the admission of newcomer N (node 8, say), which leaves
+// at once (as mcnode lock without a daemon does); the server dies, and the
+// others take over in a branch without the admission, where the next
+// newcomer, M, is given the same ID. The member that heard N's leave must
+// not, serving later, replay it as M's: a leave is served however old, but
+// only as its own sender's (incarnation and address). It removed M, which
+// held a lock, and handed the lock on while M, missing the Left, still held
+// it.
+func TestOldLeaveOfAReusedIDRemovesNobody(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { reusedIDScenario(t, seed) })
+	}
+}
+
+func reusedIDScenario(t *testing.T, seed int64) {
+	s := simtest.New(simtest.Options{Seed: seed, Hosts: 7, Trace: traceTo(t)})
+	waitUntil(t, s, 300, "every host joined", func() bool {
+		for _, h := range s.Hosts {
+			if !h.Node.Joined() {
+				return false
+			}
+		}
+		return true
+	})
+	// Free two slots: h5 and h6 crash and are removed.
+	s.Crash(5)
+	s.Crash(6)
+	waitUntil(t, s, 2000, "h5 and h6 removed", func() bool {
+		for _, h := range s.Hosts[:5] {
+			if len(h.Node.Members()) != 5 {
+				return false
+			}
+		}
+		return true
+	})
+	s.RunTicks(20)
+	srv := server(s)
+	if srv == nil || !srv.Node.HasAuthority() {
+		t.Skip("no server")
+	}
+	backup := hostOf(s, srv.Node.Backup())
+	c := otherThan(s, srv, backup, s.Hosts[5], s.Hosts[6])
+	C, N := c.Index, 5
+	// The OkToJoin (and anything after it from S) reaches only C and N;
+	// N's datagrams reach only C; C reaches nobody but N.
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		if d.To != C && d.To != N && (d.Has(wire.KindOkToJoin) || d.Has(wire.KindLeft)) {
+			return true
+		}
+		if d.From == N && d.To != C && !d.Has(wire.KindJoinRequest) {
+			return true
+		}
+		if d.From == C && d.To != N {
+			return true
+		}
+		return false
+	}
+	s.Start(N, false)
+	waitUntil(t, s, 200, "C applied N's admission", func() bool {
+		for _, m := range c.Node.Members() {
+			if m.ID >= 8 {
+				return true
+			}
+		}
+		return false
+	})
+	// N leaves as soon as it may (mcnode lock --no-daemon, done at once).
+	waitUntil(t, s, 200, "N may leave", func() bool { return s.Hosts[N].Node.Leave() == nil })
+	s.Flush(s.Hosts[N])
+	s.RunTicks(2)
+	oldID := s.Hosts[N].Node.ID()
+	s.Crash(server(s).Index)
+	s.Crash(N)
+	// C is cut off from the rest while B, D, E take over.
+	s.Opt.Drop = nil
+	for _, h := range s.Hosts {
+		if h.Index != C {
+			s.Cut(C, h.Index)
+			s.Cut(h.Index, C)
+		}
+	}
+	waitUntil(t, s, 2000, "a new epoch without N", func() bool {
+		sv := server(s)
+		return sv != nil && sv.Index != C && sv.Node.HasAuthority() && sv.Node.Epoch() > c.Node.Epoch()
+	})
+	s.RunTicks(50)
+	s.Heal()
+	waitUntil(t, s, 2000, "C follows the new epoch", func() bool {
+		sv := server(s)
+		return sv != nil && sv.Index != C && c.Node.Epoch() == sv.Node.Epoch() && len(c.Node.Members()) == len(sv.Node.Members())
+	})
+	// A newcomer M gets the same ID in the new branch.
+	M := 6
+	s.Start(M, false)
+	waitUntil(t, s, 300, "M joined", s.Hosts[M].Node.Joined)
+	if s.Hosts[M].Node.ID() != oldID {
+		t.Skipf("M got node %d, not %d", s.Hosts[M].Node.ID(), oldID)
+	}
+	acquire(t, s, s.Hosts[M], "r")
+	if !s.RunUntil(s.Now+100*simtest.SubTicks, func() bool { return holds(s.Hosts[M], "r") }) {
+		for _, e := range s.Hosts[M].Events {
+			t.Logf("M event: %+v", e)
+		}
+		for _, d := range decisions[*wire.Left](s) {
+			t.Logf("Left decision: %+v", d)
+		}
+		t.Fatalf("M never held r; stopped=%v", s.Hosts[M].Node.Stopped())
+	}
+	var w *simtest.Host
+	for _, h := range s.Hosts[:5] {
+		if h.Alive && h != c && !h.Node.Stopped() {
+			w = h
+			break
+		}
+	}
+	acquire(t, s, w, "r") // queued behind M
+	s.RunTicks(5)
+	// M misses the Left for a while (loss): it holds r on its lease.
+	s.Opt.Drop = func(d *simtest.Datagram) bool { return d.To == M && d.Has(wire.KindLeft) }
+	s.RunTicks(600)
+	m := s.Hosts[M]
+	if hasEvent(m, arbiter.EventRemoved) || m.Node.Stopped() {
+		for _, e := range m.Events {
+			t.Logf("M event: %+v", e)
+		}
+		t.Errorf("M, which never asked to leave, was recorded as gone")
+	}
+	checkClean(t, s)
 }

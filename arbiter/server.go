@@ -138,9 +138,13 @@ func (n *Node) replayRecent() {
 		// A request to leave is never taken back: served however old (its
 		// sender may be dead, and would otherwise hold what it held until
 		// it is removed).
+		// And only from the member that sent it: an ID given in a branch
+		// of the log that a takeover cut off is given again, to another.
 		_, leave := in.m.(*wire.LeaveRequest)
 		old := n.now-in.at > uint64(n.cfg.RetryTicks)
-		if (old && !leave) || n.srv == nil || (leave && n.st.member(in.h.From) == nil) {
+		from := n.st.member(in.h.From)
+		if n.srv == nil || (old && !leave) || (leave && from == nil) ||
+			(from != nil && (from.inc != in.h.Inc || from.addr != in.src)) {
 			continue
 		}
 		if _, ok := n.srv.heard[in.h.From]; !ok && !old && n.st.member(in.h.From) != nil {
@@ -641,7 +645,7 @@ func (n *Node) keepForReplay(in inbound) {
 	s := n.srv
 	if _, ok := in.m.(*wire.LeaveRequest); ok && slices.ContainsFunc(s.replay, func(r inbound) bool {
 		_, leave := r.m.(*wire.LeaveRequest)
-		return leave && r.h.From == in.h.From
+		return leave && r.h.From == in.h.From && r.h.Inc == in.h.Inc
 	}) {
 		return
 	}
