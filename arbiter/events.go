@@ -105,6 +105,10 @@ type Event struct {
 	Topic  string
 	Data   []byte
 	Reason string
+	// Expired marks an EventLost for this node's lease having run out (it
+	// was not confirmed by the group for a lease), as against a leave, a
+	// removal or a stop.
+	Expired bool
 }
 
 // Outbound is a message to send. An empty Addr means multicast to the group

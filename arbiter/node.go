@@ -817,7 +817,7 @@ func (n *Node) tickLease() {
 		h := n.held[name]
 		delete(n.held, name)
 		n.stats.Fenced++
-		n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: h.req, Token: h.token,
+		n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: h.req, Token: h.token, Expired: true,
 			Reason: fmt.Sprintf("lease expired: no confirmed contact with the group for %d ticks", n.now-n.anchor)})
 		n.startRelease(name, h.req, h.token)
 	}
@@ -840,7 +840,7 @@ func (n *Node) dropPendingGrants() {
 		}
 		delete(n.reqs, name)
 		n.stats.Fenced++
-		n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: p.req, Token: p.granted,
+		n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: p.req, Token: p.granted, Expired: true,
 			Reason: "lease expired before the grant took effect"})
 		n.startRelease(name, p.req, p.granted)
 	}

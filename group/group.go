@@ -48,6 +48,11 @@ var (
 	// new member by itself; calls that were waiting wait on, and ask again
 	// once it is a member.
 	ErrRemoved = errors.New("group: this node was removed from the group")
+	// ErrLeaseExpired: this node's lease ran out (the group did not confirm
+	// it, through a majority, for a lease: a split, a loaded host, a
+	// paused process), so it gave up what it held before the group could
+	// hand it on. Wrapped, with the details, by a lost Lease's Err.
+	ErrLeaseExpired = errors.New("group: this node's lease ran out")
 	// ErrLocked: TryAcquire found the resource held or waited for, by
 	// another member or another caller of this node.
 	ErrLocked = errkind.New("group: resource is held or waited for", errkind.Locked)

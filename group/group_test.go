@@ -211,8 +211,8 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 		if !grantedAt.After(lostAt) {
 			t.Fatalf("granted to another at %v, before the holder stopped at %v", grantedAt.Sub(cut), lostAt.Sub(cut))
 		}
-		if !errors.Is(l.Err(), group.ErrLeaseLost) || !errors.Is(l.Release(), group.ErrLeaseLost) {
-			t.Fatalf("lost lease: Err %v", l.Err())
+		if !errors.Is(l.Err(), group.ErrLeaseLost) || !errors.Is(l.Err(), group.ErrLeaseExpired) || !errors.Is(l.Release(), group.ErrLeaseLost) {
+			t.Fatalf("lost lease: Err %v, want ErrLeaseLost and ErrLeaseExpired", l.Err())
 		}
 		t.Logf("holder stopped %v after the cut, the resource moved on %v after", lostAt.Sub(cut), grantedAt.Sub(cut))
 	})

@@ -51,7 +51,9 @@ func (l *Lease) TimeLeft() (time.Duration, bool) { return l.Remaining(), true }
 // group), it was removed, or it was closed. Stop using the resource at once.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
-// Err says why the lease was lost, or nil.
+// Err says why the lease was lost, or nil: an error wrapping ErrLeaseLost
+// and the cause, ErrLeaseExpired, ErrRemoved or ErrNodeClosed (or, after
+// Leave, that the node was leaving).
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -253,7 +255,11 @@ func (g *Group) lost(e Event) {
 	}
 	switch {
 	case ls.lease != nil && ls.lease.token == e.Token:
-		ls.lease.lose(errors.New(e.Reason))
+		cause := errors.New(e.Reason)
+		if e.Expired {
+			cause = fmt.Errorf("%w (%s)", ErrLeaseExpired, e.Reason)
+		}
+		ls.lease.lose(cause)
 		ls.lease = nil
 	case ls.req == e.Req:
 		ls.req = 0 // lost before it reached us: ask again for the same waiter
