@@ -410,3 +410,51 @@ func reusedIDScenario(t *testing.T, seed int64) {
 	}
 	checkClean(t, s)
 }
+
+// The dangerous moments of the hand-over to a leaving backup: the server
+// dies just after it handed the turn over, or the leaver, which held a
+// lock, is stopped (SIGSTOP, with what it was sending held back) just as it
+// becomes server, for longer than the takeover timeout. The lock goes to
+// the waiter, never beside a holder, and the leaver ends up out of the
+// group. With the server dead, the leave is still recorded as Left, by the
+// leaver's successor, without a takeover.
+func TestLeaveHandoverWithServerDeadOrLeaverStopped(t *testing.T) {
+	for _, stopLeaver := range []bool{false, true} {
+		tried := 0
+		for _, n := range []int{4, 5} {
+			for seed := int64(1); seed <= 6; seed++ {
+				s, srv, leaver, waiter, ok := backupHolds(t, n, seed)
+				if !ok {
+					continue
+				}
+				tried++
+				before := len(takeovers(s))
+				if err := leaver.Node.Leave(); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, s, 60, "the leaver has the turn", leaver.Node.IsServer)
+				if stopLeaver {
+					s.Pause(leaver.Index, true)
+					s.RunTicks(3 * int(leaver.Node.Params().TakeoverTicks))
+					s.Resume(leaver.Index)
+				} else {
+					s.Crash(srv.Index)
+				}
+				waitUntil(t, s, 600, "the waiter holds r", func() bool { return holds(waiter, "r") })
+				waitUntil(t, s, 600, "the leaver is out", leaver.Node.Stopped)
+				if !stopLeaver {
+					if lefts := decisions[*wire.Left](s); len(lefts) != 1 || lefts[0].ID != leaver.Node.ID() {
+						t.Errorf("n=%d seed %d: Left decisions %+v, want the leaver's", n, seed, lefts)
+					}
+					if got := takeovers(s)[before:]; len(got) > 0 {
+						t.Errorf("n=%d seed %d: %d takeovers with the server dead after its hand-over", n, seed, len(got))
+					}
+				}
+				checkClean(t, s)
+			}
+		}
+		if tried < 6 {
+			t.Fatalf("stopLeaver=%v: only %d runs had the leaver as the backup", stopLeaver, tried)
+		}
+	}
+}

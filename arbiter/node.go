@@ -284,7 +284,7 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	var from *member
 	if n.st != nil && h.From != 0 {
 		from = n.st.member(h.From)
-		if from != nil && (from.inc != h.Inc || from.addr != src) {
+		if from != nil && !from.sent(h, src) {
 			// A member's ID under another incarnation or from another
 			// address: a forgery (the sender fields of every member are
 			// readable on the wire), or a node that holds an ID from a

@@ -144,7 +144,7 @@ func (n *Node) replayRecent() {
 		old := n.now-in.at > uint64(n.cfg.RetryTicks)
 		from := n.st.member(in.h.From)
 		if n.srv == nil || (old && !leave) || (leave && from == nil) ||
-			(from != nil && (from.inc != in.h.Inc || from.addr != in.src)) {
+			(from != nil && !from.sent(in.h, in.src)) {
 			continue
 		}
 		if _, ok := n.srv.heard[in.h.From]; !ok && !old && n.st.member(in.h.From) != nil {

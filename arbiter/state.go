@@ -236,6 +236,14 @@ func (s *state) dropIfIdle(name string, r *resource) {
 	}
 }
 
+// sent reports whether a datagram with header h from address src is this
+// member's: its ID under another incarnation or from another address is
+// not (a forgery, or an ID given in a branch of the log a takeover cut off
+// and given again).
+func (m *member) sent(h wire.Header, src string) bool {
+	return m.inc == h.Inc && m.addr == src
+}
+
 // isDecided reports whether request req of member m has been decided.
 func (m *member) isDecided(req uint64) bool {
 	if req <= m.floor {

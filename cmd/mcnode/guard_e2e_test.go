@@ -39,13 +39,7 @@ func TestE2ELockGuardKillsCommandGroup(t *testing.T) {
 				`sleep 300 >/dev/null 2>&1 & echo $! > "$1.tmp"; mv "$1.tmp" "$1"; wait`, "sh", pidFile)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a shell job of its own
 			lock := startLogged(t, cmd, filepath.Join(dir, "lock.log"))
-			waitFile(t, pidFile, "the command under lock started its child")
-			grandchild := readPid(t, pidFile)
-			t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
-			guard := childrenOf(lock.Process.Pid, "mcnode-lock-guard")
-			for _, pid := range guard {
-				t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-			}
+			grandchild, guard := guardedChild(t, lock, pidFile)
 
 			victim := lock.Process.Pid
 			if tc.group {
@@ -82,13 +76,7 @@ func TestE2ELockGuardKillsCommandGroup(t *testing.T) {
 		cmd := c.mcnode(0, "lock", "--no-daemon", "--found", "g", "--", "sh", "-c",
 			`sleep 300 >/dev/null 2>&1 & echo $! > "$1.tmp"; mv "$1.tmp" "$1"; while [ ! -e "$2" ]; do sleep 0.02; done`, "sh", pidFile, goOn)
 		lock := startLogged(t, cmd, filepath.Join(dir, "lock.log"))
-		waitFile(t, pidFile, "the command under lock started its child")
-		grandchild := readPid(t, pidFile)
-		t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
-		guard := childrenOf(lock.Process.Pid, "mcnode-lock-guard")
-		for _, pid := range guard {
-			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-		}
+		grandchild, guard := guardedChild(t, lock, pidFile)
 		if len(guard) != 1 {
 			t.Fatalf("mcnode lock --no-daemon runs %d guard processes (%v) beside its command, want 1", len(guard), guard)
 		}
@@ -135,6 +123,21 @@ func startLogged(t *testing.T, ec *exec.Cmd, log string) *exec.Cmd {
 	}
 	t.Cleanup(func() { _ = ec.Process.Kill() })
 	return ec
+}
+
+// guardedChild waits until the command under lock has written the pid of
+// the child it started to pidFile, and returns it with mcnode lock's guard
+// processes; the test kills them all when it ends.
+func guardedChild(t *testing.T, lock *exec.Cmd, pidFile string) (grandchild int, guard []int) {
+	t.Helper()
+	waitFile(t, pidFile, "the command under lock started its child")
+	grandchild = readPid(t, pidFile)
+	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+	guard = childrenOf(lock.Process.Pid, "mcnode-lock-guard")
+	for _, pid := range guard {
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	return grandchild, guard
 }
 
 // readPid reads a pid a command wrote to path.
