@@ -73,7 +73,10 @@
 // view the candidate brings its log up to the most advanced of its voters'
 // (compared by epoch, then T), and decides Takeover: epoch e+1 begins at the
 // next timestamp. Two candidates of one epoch cannot both win: each member
-// votes once. Members whose logs went past that point on a branch the new
+// votes once. Candidates go in order, the backup first (see below), and a
+// member asked by a candidate ranked before it makes way, once until a
+// server is heard again, so that two rarely split the votes: an epoch
+// nobody won makes the next winner wait out the leases. Members whose logs went past that point on a branch the new
 // epoch did not take refetch the state; decisions are named by (epoch, T),
 // and a node sends decisions to another only when the other's log is a
 // prefix of its own (wire.EpochMark records where epochs began).
@@ -88,7 +91,7 @@
 // take over; it holds every grant in effect, and takes over at once. A
 // candidate knows it holds them if it made the last decisions itself, or it
 // was the backup, or the backup voted for it, and no voter had promised an
-// epoch newer than its log. The backup's vote speaks for the log position
+// epoch between its log's and its claim's. The backup's vote speaks for the log position
 // it had when it voted: a node that has promised an epoch newer than its
 // log's may still apply the old epoch's decisions (catching up), but it
 // shows no log position for them, and no grant takes effect at it, until

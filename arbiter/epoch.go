@@ -106,8 +106,12 @@ func (n *Node) mayClaim() bool {
 // decision that took effect, so it takes over without waiting), then the
 // others in ID order after the server; the server itself, which believes it
 // should be serving, last.
-func (n *Node) rank() int {
-	if n.id == n.st.backup {
+func (n *Node) rank() int { return n.rankOf(n.id) }
+
+// rankOf is member id's place in the order of takeovers (see rank), as this
+// node's state gives it.
+func (n *Node) rankOf(who wire.NodeID) int {
+	if who == n.st.backup {
 		return 0
 	}
 	srv := n.st.server()
@@ -125,7 +129,7 @@ func (n *Node) rank() int {
 		if id == srv || id == n.st.backup {
 			continue
 		}
-		if id == n.id {
+		if id == who {
 			return r
 		}
 		r++
@@ -137,10 +141,12 @@ func (n *Node) rank() int {
 // so that two candidates do not split the votes again and again (Raft's
 // randomized election timeouts, Ongaro and Ousterhout 2014, section 5.2).
 // It is drawn from the incarnation and the number of claims this node has
-// failed, so that the machine stays deterministic: under a StaggerTicks at
-// first, up to ClaimTicks after failures.
+// failed, so that the machine stays deterministic: under half a StaggerTicks
+// at first, so that a rank's claims end half a stagger before the next
+// rank's begin (with a whole one, the backup's latest and the next rank's
+// earliest claims met and split the votes), up to ClaimTicks after failures.
 func (n *Node) jitter() uint64 {
-	span := uint64(n.cfg.StaggerTicks)
+	span := uint64(n.cfg.StaggerTicks) / 2
 	if n.failedClaims > 0 {
 		span = uint64(n.cfg.ClaimTicks)
 	}
@@ -164,9 +170,14 @@ func (n *Node) tickTakeover() {
 		return
 	}
 	wait := n.st.params.TakeoverTicks + uint64(n.rank()*n.cfg.StaggerTicks) + n.jitter()
-	if n.now-n.heardAt >= wait {
-		n.startClaim(fmt.Sprintf("no ping from a server for %d ticks", n.now-n.heardAt))
+	if n.now-max(n.heardAt, n.waitFrom) < wait {
+		return
 	}
+	if n.betterAsking() && !n.stoodDown {
+		n.standDown()
+		return
+	}
+	n.startClaim(fmt.Sprintf("no ping from a server for %d ticks", n.now-n.heardAt))
 }
 
 // startClaim asks the members whether they would vote for this node (the
@@ -229,7 +240,7 @@ func (n *Node) abandonClaim(reason string) {
 		return
 	}
 	n.claim = nil
-	n.heardAt = n.now
+	n.waitFrom = n.now
 	n.failedClaims++
 	if !c.pre {
 		n.emit(Event{Kind: EventTakeoverFailed, Node: n.id, Reason: fmt.Sprintf("claim for epoch %d given up: %s", c.epoch, reason)})
@@ -253,13 +264,16 @@ func (n *Node) countVotes(c *claiming) int {
 func (n *Node) majority(k int) bool { return 2*k > len(n.st.members) }
 
 // wouldVote decides a claim: the epoch must be above the one this node
-// promised (or the same, asked again by the member it voted for), and this
+// promised, or that one if this node voted in it for nobody or for this
+// claimant (a member may learn of an epoch from a header before it is asked
+// for its vote; two claimants of one epoch still cannot both win, since each
+// majority would need this node's one vote), and this
 // node must have heard no server for the takeover timeout (or the claimant
 // is the server it hears: a server replacing its backup). A server that
 // holds a majority's answers votes for nobody else.
 func (n *Node) wouldVote(h wire.Header, m *wire.Claim) (bool, string) {
 	switch {
-	case m.Epoch < n.promised || (m.Epoch == n.promised && (m.Pre || n.votedFor != h.From)):
+	case m.Epoch < n.promised || (m.Epoch == n.promised && (m.Pre || (n.votedFor != 0 && n.votedFor != h.From))):
 		return false, "epoch already promised"
 	case n.srv != nil && n.hasAuthority():
 		return false, "this node is the server and a majority answers it"
@@ -286,6 +300,34 @@ func (n *Node) onClaim(src string, h wire.Header, from *member, m *wire.Claim) {
 	seen := max(n.log.seenT, n.st.t)
 	n.out = append(n.out, Outbound{To: h.From, Addr: src,
 		Msg: &wire.Vote{Epoch: m.Epoch, Pre: m.Pre, Granted: granted, Prior: prior, SeenT: seen, Attempt: m.Attempt}})
+	if granted && m.Pre && n.rankOf(h.From) < n.rank() {
+		n.betterAsked, n.betterAskedAt = true, n.now
+		if c := n.claim; c != nil && c.pre && !n.stoodDown {
+			n.standDown()
+		}
+	}
+}
+
+// betterAsking reports whether a candidate ranked before this node asked,
+// within a retry interval (it asks again every one while it asks), whether
+// this node would vote for it.
+func (n *Node) betterAsking() bool {
+	return n.betterAsked && n.now-n.betterAskedAt < uint64(n.cfg.RetryTicks)
+}
+
+// standDown makes way for a candidate ranked before this node that asks
+// whether this node would vote for it: this node gives up its own claim if
+// it is still only asking the same, or does not start one, and starts its
+// takeover timer again, so that the two do not both find a majority that
+// would vote and then split the votes (the epoch nobody won would make the
+// next winner wait out the leases). Once per silence: a candidate ranked
+// first that cannot win must not keep this node from claiming for good. Its
+// jitter stays short: it is next, should the other fail.
+func (n *Node) standDown() {
+	n.claim = nil
+	n.waitFrom = n.now
+	n.stoodDown = true
+	n.stats.StoodDown++
 }
 
 // onVote counts a vote for this node's claim.
@@ -354,14 +396,20 @@ func (n *Node) catchUpClaim() {
 // A grant takes effect only once the backup holds it, so it knows them if it
 // made them (it is the server of its own log) or it is the backup or the
 // backup voted (and so holds no more than this node now does) — unless some
-// voter had promised a newer epoch than the log's, whose decisions nobody
-// here holds, or the log's epoch itself began with a wait for older leases
+// voter had promised an epoch newer than the log's and older than the
+// claim's, whose decisions nobody here holds, or the log's epoch itself began with a wait for older leases
 // (Takeover.Wait) and decided nothing since: its server may have died
 // waiting, and the grants it waited out are in no log here.
 func (n *Node) provable(c *claiming) (bool, string) {
 	prior := c.prior
 	for _, v := range c.votes {
-		prior = max(prior, v.prior)
+		// A voter that knew of the claim's own epoch voted for nobody else
+		// in it (or votes again for this node), and no two members win one
+		// epoch: only an epoch between the log's and the claim's may have
+		// a server this node knows nothing of.
+		if v.prior < c.epoch {
+			prior = max(prior, v.prior)
+		}
 	}
 	st := n.st
 	switch {

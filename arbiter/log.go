@@ -1187,6 +1187,7 @@ func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) err
 	}
 	n.promise(h.Epoch, 0)
 	n.heardAt, n.pinger, n.pingedAt = n.now, h.From, n.now
+	n.stoodDown = false
 	if !after(n.pingEpoch, n.pingT, h.LogEpoch, h.T) {
 		n.pingEpoch, n.pingT = h.LogEpoch, h.T
 	}

@@ -81,6 +81,15 @@ type Node struct {
 	// no takeover (but the pinger's own) within Params.TakeoverTicks of it.
 	heardAt uint64
 	pinger  wire.NodeID
+	// waitFrom is where this node's own takeover timer runs from, when
+	// that is later than heardAt: a former server gives its successor the
+	// takeover timeout from its SYNC, and a member whose claim failed lets
+	// the others go first. Neither is a promise to anyone, so neither
+	// moves heardAt: a node that refused every claim for a takeover
+	// timeout after its own failed, or after it handed the turn to a
+	// successor that then died, split the votes with the backup and made
+	// the group wait out the leases for an epoch nobody won.
+	waitFrom uint64
 	// pingEpoch and pingT are the log position (epoch, T) the pinger
 	// showed: a ping from another node that shows an older one is a late
 	// copy from before a handover, and must not take the promise back.
@@ -95,8 +104,13 @@ type Node struct {
 	// claim goes above it.
 	maxEpoch     uint64
 	failedClaims uint64 // claims given up in a row: see jitter
-	stranded     bool   // EventStranded was reported (see pingedByStranger)
-	attempts     uint64 // claims this node has started: see wire.Claim.Attempt
+	stoodDown    bool   // made way for a better-ranked candidate since a server was last heard (see standDown)
+	// betterAsked says a candidate ranked before this node asked, at
+	// betterAskedAt, whether it would vote for it (see betterAsking).
+	betterAsked   bool
+	betterAskedAt uint64
+	stranded      bool   // EventStranded was reported (see pingedByStranger)
+	attempts      uint64 // claims this node has started: see wire.Claim.Attempt
 	// grantsWaiting is false when no request has a grant waiting to take
 	// effect, which spares confirmGrants its scan at every step.
 	grantsWaiting bool
@@ -217,6 +231,7 @@ type Stats struct {
 	BadSnapshots  uint64
 	Fenced        uint64 // resources given up because the lease ran out
 	Claims        uint64 // takeovers this node started
+	StoodDown     uint64 // times this node made way for a candidate ranked before it (see standDown)
 	Takeovers     uint64 // takeovers this node won
 	StepDowns     uint64 // times this node stopped serving: a majority did not answer, or a newer epoch
 	SettleCapped  uint64 // role changes left to the next input (see settle)

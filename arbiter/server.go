@@ -113,6 +113,7 @@ func (n *Node) becomeServer() {
 		n.srv.authUntil, n.srv.hadAuth = n.pendingAuth, true
 	}
 	n.pendingAuth = 0
+	n.stoodDown = false // a silence ends when a server serves
 	// A member that asked to leave may get the turn (it was the backup, or
 	// the SYNC crossed its request): it hands the turn on first.
 	n.srv.leaving = n.leave != nil
@@ -530,9 +531,12 @@ func (n *Node) endTurn() {
 	s.lazy = append(s.lazy, sync)
 	n.flush()
 	n.endTenure()
-	// As if the next server had pinged: give it the takeover timeout to
-	// show it took over before this node would ask to.
-	n.heardAt, n.pinger = n.now, next
+	// Give the next server the takeover timeout to show it took over
+	// before this node asks to, and take no late ping of an older server
+	// for its. This node promised the next server nothing (it answered
+	// none of its pings yet), so it still votes: for the backup, should
+	// the next server die at once.
+	n.waitFrom, n.pinger = n.now, next
 	n.pingEpoch, n.pingT = n.st.epoch, sync.Next
 	if next != n.id {
 		n.hand = &handoff{to: next, nextT: sync.Next, sync: sync, at: n.now}
