@@ -1072,6 +1072,11 @@ func (g *Group) logEvent(e Event) {
 			l.Info().Msg("left the group")
 		}
 	case EventRemoved:
+		if g.left != nil {
+			// Leaving anyway (see removed): no rejoin follows.
+			l.Warn().Str("reason", e.Reason).Msg("the group removed this node as it was leaving: left")
+			break
+		}
 		l.Warn().Str("reason", e.Reason).Msg("the group removed this node; rejoining as a new member")
 	case EventMemberJoined:
 		l.Info().Uint64("member", uint64(e.Node)).Uint64("T", e.T).Msg("member joined")

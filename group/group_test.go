@@ -15,7 +15,9 @@ import (
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/group/fence"
 	"github.com/mcnode/mcnode/group/memnet"
+	"github.com/mcnode/mcnode/internal/syncbuf"
 	"github.com/mcnode/mcnode/seal"
+	"github.com/rs/zerolog"
 )
 
 // memConfig is a config on an in-memory network.
@@ -568,5 +570,41 @@ func TestRefusedRejoinRetries(t *testing.T) {
 			t.Fatalf("the member back in serves no lock: %v", err)
 		}
 		l.Release()
+	})
+}
+
+// A node whose datagrams stop reaching the group while it leaves (a link
+// failing one way, or a pause) is removed by the group after the lease. It
+// hears that, and it has left: it says so, and does not rejoin (it used to
+// log that it was rejoining).
+func TestRemovedWhileLeavingHasLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := memnet.New(17)
+		gs := joinAll(t, net, 2)
+		var logged syncbuf.Buffer
+		cfg := memConfig(net)
+		cfg.Logger = zerolog.New(&logged)
+		g, err := group.Join(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		for len(gs[0].Members()) != 3 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		net.Mute(g.Addr(), true)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := g.Leave(ctx); err != nil {
+			t.Fatalf("Leave: %v", err)
+		}
+		if len(gs[0].Members()) != 2 {
+			t.Fatalf("Leave returned while the group still counts the node: %v", gs[0].Members())
+		}
+		st, _ := g.Status()
+		out := logged.String()
+		if st.Stats.Rejoins != 0 || strings.Contains(out, "rejoining") || !strings.Contains(out, "removed this node as it was leaving") {
+			t.Fatalf("%d rejoins; log:\n%s", st.Stats.Rejoins, out)
+		}
 	})
 }

@@ -26,11 +26,12 @@ type Network struct {
 	loss      float64
 	delay     time.Duration
 	cut       map[string]bool // endpoints that neither send nor receive
+	muted     map[string]bool // endpoints that receive but whose sends are lost
 }
 
 // New returns an empty network whose loss is drawn from seed.
 func New(seed int64) *Network {
-	return &Network{endpoints: map[string]*Endpoint{}, rng: rand.New(rand.NewSource(seed)), cut: map[string]bool{}}
+	return &Network{endpoints: map[string]*Endpoint{}, rng: rand.New(rand.NewSource(seed)), cut: map[string]bool{}, muted: map[string]bool{}}
 }
 
 // SetLoss makes every delivery fail with probability p.
@@ -53,6 +54,14 @@ func (n *Network) Isolate(addr string, cut bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.cut[addr] = cut
+}
+
+// Mute makes what an endpoint sends lost (true), while it still receives,
+// as on a link that fails one way; false undoes it.
+func (n *Network) Mute(addr string, mute bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.muted[addr] = mute
 }
 
 // Endpoint returns a new endpoint with a fresh address.
@@ -108,7 +117,7 @@ func (e *Endpoint) Send(batch []group.Datagram) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, d := range batch {
-		if n.cut[e.addr] {
+		if n.cut[e.addr] || n.muted[e.addr] {
 			continue
 		}
 		var to []*Endpoint
