@@ -170,6 +170,14 @@ func MinLeaseMargin(leaseTicks uint64) uint64 {
 // clock in microseconds at which a group starts.
 const TakeoverGap = 1 << 24
 
+// maxUnseenEpochs bounds the gaps a takeover adds for epochs between its
+// log's and its own that a voter promised (see finishTakeover), so that the
+// jump stays far inside what members accept (maxTLead): 2^10 gaps are 2^34
+// timestamps. Each such epoch that had a server took a majority's votes
+// after a takeover timeout of silence; a thousand in a row, none of whose
+// datagrams any voter of the new epoch saw, is beyond any LAN's bad day.
+const maxUnseenEpochs = 1 << 10
+
 // LeaseFloor is the shortest lease that members with these timings keep
 // while they answer every ping: a lease is renewed from the reply a member
 // sent early in one turn, by the SYNC at the end of that turn, and then not

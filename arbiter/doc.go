@@ -141,9 +141,12 @@
 // above every token before and at most the T of the decision that records
 // the hand-over. A takeover moves T above
 // the highest timestamp its voters saw by TakeoverGap, more than the old
-// epoch could have decided since any of them last heard its server, so tokens
-// keep increasing across takeovers even when the candidate misses the old
-// epoch's last decisions.
+// epoch could have decided since any of them last heard its server, and by
+// one gap more for each epoch since that a voter promised (which may have
+// begun, on the far side of a split, a gap and a round of turns above what
+// its voters saw, and decided from there, with none of it seen here), so
+// tokens keep increasing across takeovers even when the candidate misses the
+// old epochs' last decisions.
 //
 // # Leases
 //

@@ -48,6 +48,7 @@ func (n *Node) promise(e uint64, who wire.NodeID) {
 	case e < n.promised:
 		return
 	case e > n.promised:
+		n.promisedBefore = n.promised
 		n.promised = e
 		n.votedFor = who
 		clear(n.log.future)
@@ -288,7 +289,17 @@ func (n *Node) onClaim(src string, h wire.Header, from *member, m *wire.Claim) {
 	if n.st == nil || from == nil || n.st.member(n.id) == nil {
 		return // only members of this node's view are candidates, and only members vote
 	}
+	// Prior is the highest epoch this node promised below the claimed one:
+	// the candidate must know of any epoch between its log's and its own,
+	// whose server may have decided what no log here holds (see provable
+	// and finishTakeover). A node that already promised the claimed epoch
+	// (it voted for this candidate before, or learned of the epoch from a
+	// header) gives the promise it had before, not the claimed epoch,
+	// which would hide it.
 	prior := n.promised
+	if prior >= m.Epoch {
+		prior = n.promisedBefore
+	}
 	granted, _ := n.wouldVote(h, m)
 	if granted && !m.Pre {
 		n.promise(m.Epoch, h.From)
@@ -401,16 +412,7 @@ func (n *Node) catchUpClaim() {
 // (Takeover.Wait) and decided nothing since: its server may have died
 // waiting, and the grants it waited out are in no log here.
 func (n *Node) provable(c *claiming) (bool, string) {
-	prior := c.prior
-	for _, v := range c.votes {
-		// A voter that knew of the claim's own epoch voted for nobody else
-		// in it (or votes again for this node), and no two members win one
-		// epoch: only an epoch between the log's and the claim's may have
-		// a server this node knows nothing of.
-		if v.prior < c.epoch {
-			prior = max(prior, v.prior)
-		}
-	}
+	prior := n.priorOf(c)
 	st := n.st
 	switch {
 	case prior > st.epoch:
@@ -431,6 +433,20 @@ func (n *Node) provable(c *claiming) (bool, string) {
 	return false, fmt.Sprintf("the backup, node %d, did not vote", st.backup)
 }
 
+// priorOf is the highest epoch below the claim's that this node or one of
+// its voters promised: epochs above the log's up to it may have had a
+// server whose decisions no log here holds. (No other member wins the
+// claim's own epoch: a majority for both would need one vote twice.)
+func (n *Node) priorOf(c *claiming) uint64 {
+	prior := c.prior
+	for _, v := range c.votes {
+		if v.prior < c.epoch {
+			prior = max(prior, v.prior)
+		}
+	}
+	return prior
+}
+
 // finishTakeover decides the Takeover that begins this node's epoch.
 func (n *Node) finishTakeover() {
 	c := n.claim
@@ -444,8 +460,17 @@ func (n *Node) finishTakeover() {
 	for _, v := range c.votes {
 		base = max(base, v.seenT)
 	}
-	next, ok := st.sched.NextTurn(n.id, base+TakeoverGap)
-	if !ok || base+TakeoverGap < base {
+	// One gap for the decisions of the log's epoch that no voter saw, and
+	// one more for every epoch since that may have had a server: such an
+	// epoch began a gap and up to a round of turns above what its own
+	// voters saw, which may be all this node's voters saw too, and decided
+	// from there (a voter promised it, but none saw its Takeover).
+	gap := uint64(TakeoverGap)
+	if prior := n.priorOf(c); prior > st.epoch {
+		gap *= 1 + min(prior-st.epoch, maxUnseenEpochs)
+	}
+	next, ok := st.sched.NextTurn(n.id, base+gap)
+	if !ok || base+gap < base {
 		n.abandonClaim("the group timestamp is exhausted")
 		return
 	}

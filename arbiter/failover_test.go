@@ -876,3 +876,49 @@ func handOverAndKill(t *testing.T, s *simtest.Sim, old *simtest.Host, beforeSync
 	s.Crash(next.Index)
 	return next
 }
+
+// A vote tells the candidate the highest epoch below the claimed one that
+// the voter promised, even when the voter has promised the claimed epoch
+// already: it voted for this candidate before (a claim is sent again until
+// it is won), or it learned of the epoch from a header. Giving the claimed
+// epoch instead hid an epoch in between, which may have had a server whose
+// grants no log of the candidate's holds: the candidate, not waiting out
+// the leases, could grant what such a server let a member use.
+func TestVoteTellsTheEpochPromisedBefore(t *testing.T) {
+	s := newGroup(t, 5, 61, nil)
+	srv, backup, others := roles(t, s)
+	v, x, y := others[0], others[1], backup
+	s.Opt.Drop = func(d *simtest.Datagram) bool { return d.Has(wire.KindClaim) || d.Has(wire.KindVote) }
+	s.Crash(srv.Index)
+	s.RunTicks(int(arbiter.DefaultConfig().Params.TakeoverTicks) + 5)
+	claim := func(from *simtest.Host, epoch uint64) *wire.Vote {
+		t.Helper()
+		h := memberHeader(from)
+		h.Epoch = epoch
+		if err := v.Node.Step(from.Addr, h, &wire.Claim{Epoch: epoch, Attempt: 7}); err != nil {
+			t.Fatalf("claim of epoch %d from h%d: %v", epoch, from.Index, err)
+		}
+		var vote *wire.Vote
+		for _, o := range v.Node.Ready().Messages {
+			if m, ok := o.Msg.(*wire.Vote); ok && m.Epoch == epoch {
+				vote = m
+			}
+		}
+		s.Flush(v)
+		if vote == nil || !vote.Granted {
+			t.Fatalf("h%d did not vote for h%d's claim of epoch %d: %+v", v.Index, from.Index, epoch, vote)
+		}
+		return vote
+	}
+	if got := claim(x, 2).Prior; got != 1 {
+		t.Fatalf("first vote, for epoch 2: prior %d, want 1", got)
+	}
+	// Past the promise the vote made to h2's candidate; then the vote for
+	// epoch 3, and again for the same claim sent again.
+	s.RunTicks(int(arbiter.DefaultConfig().Params.TakeoverTicks) + 1)
+	for i := range 2 {
+		if got := claim(y, 3).Prior; got != 2 {
+			t.Errorf("vote %d for epoch 3, after voting for epoch 2: prior %d, want 2", i+1, got)
+		}
+	}
+}

@@ -76,6 +76,10 @@ type Node struct {
 	// voted for or entered; votedFor is whom it voted for in that epoch.
 	promised uint64
 	votedFor wire.NodeID
+	// promisedBefore is what promised was before it last rose: a vote
+	// tells the candidate the highest epoch below the claimed one that this
+	// node promised (see onClaim).
+	promisedBefore uint64
 	// heardAt is the tick of the last ping this node got from a server of
 	// an epoch it has not left, and pinger that server: the node votes for
 	// no takeover (but the pinger's own) within Params.TakeoverTicks of it.

@@ -344,6 +344,7 @@ var regressionSeeds = []int64{
 	21933,  // a member cut off one way for long knew none of the members it could take state from
 	118885, // two members that voted for a failed claim refused the group's epoch and never learned they were removed
 	4693,   // fault model: a crash beside the admission of a given-up incarnation's late join request left no majority
+	469420, // a takeover whose voters saw none of an epoch in between started below that epoch's tokens
 }
 
 // TestRegressionSeeds replays every seed that ever failed outside the
