@@ -1033,6 +1033,14 @@ func (n *Node) install(snap *wire.Snapshot) {
 	}
 	n.st = stateFromSnapshot(snap)
 	n.id = me.ID
+	if n.st.epoch == 1 || n.st.t%n.st.params.TurnLength != 0 {
+		// The state shows its epoch past any wait for older leases: the
+		// group's first epoch began with no takeover, and a T off a turn
+		// start is past the one a Takeover moved to, so a decision followed
+		// it. Else a newcomer that had applied nothing since it joined, and
+		// won a takeover with the backup's vote, waited out the leases.
+		n.settledIn = n.st.epoch
+	}
 	n.xfer.need, n.xfer.why = false, ""
 	n.stats.Snapshots++
 	n.promise(snap.Epoch, 0)
