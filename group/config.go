@@ -120,7 +120,7 @@ type Config struct {
 	// has seen, so that a group this node founds after the whole group
 	// stopped starts above it: fencing tokens (the timestamps of grants)
 	// then keep increasing even if the wall clock went back, or the group's
-	// timestamp ran ahead of it (each takeover jumps it by
+	// timestamp ran ahead of it (each takeover jumps it by at least
 	// arbiter.TakeoverGap). It is written at most once a second and at each
 	// takeover, as a fence file (group/fence). Keep it on storage that
 	// survives a restart.
