@@ -91,7 +91,10 @@
 // take over; it holds every grant in effect, and takes over at once. A
 // candidate knows it holds them if it made the last decisions itself, or it
 // was the backup, or the backup voted for it, and no voter had promised an
-// epoch between its log's and its claim's. The backup's vote speaks for the log position
+// epoch between its log's and its claim's (or just the one right after the
+// log's, and the voters show it had no server: each names whom it voted for
+// in it, and each so named voted too and says it never took over). The
+// backup's vote speaks for the log position
 // it had when it voted: a node that has promised an epoch newer than its
 // log's may still apply the old epoch's decisions (catching up), but it
 // shows no log position for them, and no grant takes effect at it, until

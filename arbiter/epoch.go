@@ -30,7 +30,9 @@ type claiming struct {
 type vote struct {
 	logEpoch, t uint64
 	addr        string
-	prior       uint64
+	prior       uint64      // the highest epoch below the claimed one it promised
+	priorFor    wire.NodeID // whom it voted for in that epoch, if anyone
+	won         uint64      // the highest epoch it took over as server
 	seenT       uint64
 }
 
@@ -48,7 +50,7 @@ func (n *Node) promise(e uint64, who wire.NodeID) {
 	case e < n.promised:
 		return
 	case e > n.promised:
-		n.promisedBefore = n.promised
+		n.promisedBefore, n.votedForBefore = n.promised, n.votedFor
 		n.promised = e
 		n.votedFor = who
 		clear(n.log.future)
@@ -208,7 +210,7 @@ func (n *Node) startSelfClaim(reason string) {
 }
 
 func (n *Node) ownVote() vote {
-	return vote{logEpoch: n.st.epoch, t: n.st.t, addr: n.cfg.Addr, prior: n.promised, seenT: max(n.log.seenT, n.st.t)}
+	return vote{logEpoch: n.st.epoch, t: n.st.t, addr: n.cfg.Addr, prior: n.promised, priorFor: n.votedFor, won: n.wonEpoch, seenT: max(n.log.seenT, n.st.t)}
 }
 
 func (n *Node) sendClaim() {
@@ -296,9 +298,9 @@ func (n *Node) onClaim(src string, h wire.Header, from *member, m *wire.Claim) {
 	// (it voted for this candidate before, or learned of the epoch from a
 	// header) gives the promise it had before, not the claimed epoch,
 	// which would hide it.
-	prior := n.promised
+	prior, priorFor := n.promised, n.votedFor
 	if prior >= m.Epoch {
-		prior = n.promisedBefore
+		prior, priorFor = n.promisedBefore, n.votedForBefore
 	}
 	granted, _ := n.wouldVote(h, m)
 	if granted && !m.Pre {
@@ -310,7 +312,7 @@ func (n *Node) onClaim(src string, h wire.Header, from *member, m *wire.Claim) {
 	}
 	seen := max(n.log.seenT, n.st.t)
 	n.out = append(n.out, Outbound{To: h.From, Addr: src,
-		Msg: &wire.Vote{Epoch: m.Epoch, Pre: m.Pre, Granted: granted, Prior: prior, SeenT: seen, Attempt: m.Attempt}})
+		Msg: &wire.Vote{Epoch: m.Epoch, Pre: m.Pre, Granted: granted, Prior: prior, PriorFor: priorFor, Won: n.wonEpoch, SeenT: seen, Attempt: m.Attempt}})
 	if granted && m.Pre && n.rankOf(h.From) < n.rank() {
 		n.betterAsked, n.betterAskedAt = true, n.now
 		if c := n.claim; c != nil && c.pre && !n.stoodDown {
@@ -355,7 +357,7 @@ func (n *Node) onVote(src string, h wire.Header, from *member, m *wire.Vote) {
 	if c == nil || m.Epoch != c.epoch || m.Pre != c.pre || m.Attempt != c.attempt || !m.Granted {
 		return // not for this claim: a late answer to an earlier one
 	}
-	c.votes[h.From] = vote{logEpoch: h.LogEpoch, t: h.T, addr: src, prior: m.Prior, seenT: m.SeenT}
+	c.votes[h.From] = vote{logEpoch: h.LogEpoch, t: h.T, addr: src, prior: m.Prior, priorFor: m.PriorFor, won: m.Won, seenT: m.SeenT}
 	if c.won || !n.majority(n.countVotes(c)) {
 		return // a late vote still counts: it may be the backup's
 	}
@@ -408,12 +410,16 @@ func (n *Node) catchUpClaim() {
 // made them (it is the server of its own log) or it is the backup or the
 // backup voted (and so holds no more than this node now does) — unless some
 // voter had promised an epoch newer than the log's and older than the
-// claim's, whose decisions nobody here holds, or the log's epoch itself began with a wait for older leases
+// claim's, whose decisions nobody here holds (unless the voters show it had
+// no server: noneWon), or the log's epoch itself began with a wait for older leases
 // (Takeover.Wait) and decided nothing since: its server may have died
 // waiting, and the grants it waited out are in no log here.
 func (n *Node) provable(c *claiming) (bool, string) {
 	prior := n.priorOf(c)
 	st := n.st
+	if prior == st.epoch+1 && n.noneWon(c, prior) {
+		prior = st.epoch
+	}
 	switch {
 	case prior > st.epoch:
 		return false, fmt.Sprintf("a voter had promised epoch %d, newer than the log's %d", prior, st.epoch)
@@ -445,6 +451,27 @@ func (n *Node) priorOf(c *claiming) uint64 {
 		}
 	}
 	return prior
+}
+
+// noneWon reports whether the voters show that nobody took over as server
+// of epoch e, the only epoch between the log's and the claim's that may
+// have had one (e is the log's epoch plus one). A server of e had the votes
+// of a majority, and so of one of this claim's voters, which had promised
+// e and no higher epoch below the claim's: its vote names the member it
+// voted for in e. Each member so named voted for this claim too and says it
+// never took over as server of e (it had claimed e and lost, as when two
+// candidates split the votes). Then e decided nothing, and its promises
+// need no wait.
+func (n *Node) noneWon(c *claiming, e uint64) bool {
+	for _, v := range c.votes {
+		if v.prior != e || v.priorFor == 0 {
+			continue
+		}
+		if w, ok := c.votes[v.priorFor]; !ok || w.won >= e {
+			return false
+		}
+	}
+	return true
 }
 
 // finishTakeover decides the Takeover that begins this node's epoch.
@@ -484,6 +511,7 @@ func (n *Node) finishTakeover() {
 		return
 	}
 	n.out = append(n.out, Outbound{Msg: d})
+	n.wonEpoch = c.epoch
 	n.stats.Takeovers++
 	n.pendingAuth = c.firstSent + AuthorityTicks(st.params)
 	reason := "grants at once: " + why

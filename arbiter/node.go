@@ -76,10 +76,14 @@ type Node struct {
 	// voted for or entered; votedFor is whom it voted for in that epoch.
 	promised uint64
 	votedFor wire.NodeID
-	// promisedBefore is what promised was before it last rose: a vote
-	// tells the candidate the highest epoch below the claimed one that this
-	// node promised (see onClaim).
+	// promisedBefore and votedForBefore are what promised and votedFor
+	// were before promised last rose: a vote tells the candidate the
+	// highest epoch below the claimed one that this node promised, and whom
+	// it voted for in it (see onClaim). wonEpoch is the highest epoch this
+	// node took over as server: a vote tells it too (see provable).
 	promisedBefore uint64
+	votedForBefore wire.NodeID
+	wonEpoch       uint64
 	// heardAt is the tick of the last ping this node got from a server of
 	// an epoch it has not left, and pinger that server: the node votes for
 	// no takeover (but the pinger's own) within Params.TakeoverTicks of it.
@@ -564,7 +568,7 @@ func (n *Node) implausible(h wire.Header, m wire.Message) bool {
 			return true
 		}
 	case *wire.Vote:
-		if far(max(m.Epoch, m.Prior), m.SeenT) {
+		if far(max(m.Epoch, m.Prior, m.Won), m.SeenT) {
 			return true
 		}
 	}

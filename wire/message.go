@@ -319,17 +319,21 @@ type Claim struct {
 }
 
 // Vote answers a Claim. Granted votes carry what the candidate needs to take
-// over safely: Prior, the highest epoch the voter had promised before this
-// one, and SeenT, the highest timestamp the voter has seen on the wire. The
-// voter's log position is in the datagram header (LogEpoch, T).
+// over safely: Prior, the highest epoch below the claimed one the voter had
+// promised, and PriorFor, the member it voted for in it (0: none); Won, the
+// highest epoch the voter itself took over as server (0: none); and SeenT,
+// the highest timestamp the voter has seen on the wire. The voter's log
+// position is in the datagram header (LogEpoch, T).
 type Vote struct {
-	_struct struct{} `codec:",toarray"`
-	Epoch   uint64
-	Pre     bool
-	Granted bool
-	Prior   uint64
-	SeenT   uint64
-	Attempt uint64 // the Claim's
+	_struct  struct{} `codec:",toarray"`
+	Epoch    uint64
+	Pre      bool
+	Granted  bool
+	Prior    uint64
+	SeenT    uint64
+	Attempt  uint64 // the Claim's
+	PriorFor NodeID
+	Won      uint64
 }
 
 // Ack says that the sender has applied every decision below the T in its
