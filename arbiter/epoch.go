@@ -461,17 +461,20 @@ func (n *Node) priorOf(c *claiming) uint64 {
 // voted for in e. Each member so named voted for this claim too and says it
 // never took over as server of e (it had claimed e and lost, as when two
 // candidates split the votes). Then e decided nothing, and its promises
-// need no wait.
+// need no wait. At least one voter must name someone: a vote that names
+// nobody (a voter that only learned of e) proves nothing by itself.
 func (n *Node) noneWon(c *claiming, e uint64) bool {
+	named := false
 	for _, v := range c.votes {
 		if v.prior != e || v.priorFor == 0 {
 			continue
 		}
+		named = true
 		if w, ok := c.votes[v.priorFor]; !ok || w.won >= e {
 			return false
 		}
 	}
-	return true
+	return named
 }
 
 // finishTakeover decides the Takeover that begins this node's epoch.
