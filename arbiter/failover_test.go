@@ -820,13 +820,7 @@ func TestTakeoverWithoutSplitVotes(t *testing.T) {
 		for seed := int64(1001); seed <= 3000; seed++ {
 			s := newGroup(t, 3+int(seed%3), seed, nil)
 			s.RunTicks(int(seed % 37))
-			old, _ := successor(t, s)
-			dead := old
-			if kill == "server" {
-				s.Crash(old.Index)
-			} else {
-				dead = handOverAndKill(t, s, old, kill == "next before the SYNC")
-			}
+			old, dead := killForTakeover(t, s, kill)
 			died := s.Tick()
 			w := otherThan(s, old, dead)
 			acquire(t, s, w, "r")
@@ -845,6 +839,19 @@ func TestTakeoverWithoutSplitVotes(t *testing.T) {
 			checkClean(t, s)
 		}
 	}
+}
+
+// killForTakeover kills the server ("server"), or the next server as the
+// turn is handed to it ("next before the SYNC", "next after its first
+// ping"), and returns the server and the one killed.
+func killForTakeover(t *testing.T, s *simtest.Sim, kill string) (old, dead *simtest.Host) {
+	t.Helper()
+	old, _ = successor(t, s)
+	if kill == "server" {
+		s.Crash(old.Index)
+		return old, old
+	}
+	return old, handOverAndKill(t, s, old, kill == "next before the SYNC")
 }
 
 // handOverAndKill runs the group until server old hands its turn on, and

@@ -36,13 +36,7 @@ func TestInstalledWaitingEpochStillWaits(t *testing.T) {
 func installScenario(t *testing.T, seed int64) bool {
 	tweak := func(c *arbiter.Config) { c.Params.LeaseTicks, c.Params.LeaseMarginTicks = 400, 40 }
 	s := newGroup(t, 7, seed, tweak)
-	srv, b := successor(t, s)
-	var rest []*simtest.Host
-	for _, h := range s.Hosts {
-		if h != srv && h != b {
-			rest = append(rest, h)
-		}
-	}
+	srv, b, rest := roles(t, s)
 	n := rest[len(rest)-1]
 	S, B, N := srv.Index, b.Index, n.Index
 	phase := 0

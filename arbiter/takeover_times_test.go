@@ -34,13 +34,7 @@ func TestTakeoverTimes(t *testing.T) {
 				for seed := int64(1); seed <= 500; seed++ {
 					s := newGroup(t, n, 1000+seed, nil)
 					s.RunTicks(int(seed % 37))
-					old, _ := successor(t, s)
-					dead := old
-					if kill == "server" {
-						s.Crash(old.Index)
-					} else {
-						dead = handOverAndKill(t, s, old, kill == "next before the SYNC")
-					}
+					old, dead := killForTakeover(t, s, kill)
 					s.Opt.Loss = loss
 					died := s.Tick()
 					w := otherThan(s, old, dead)

@@ -66,13 +66,7 @@ func runMixed(t *testing.T, oldZ bool) {
 
 func mixedScenario(t *testing.T, seed int64, oldZ bool) bool {
 	s := newGroup(t, 5, seed, nil)
-	srv, z := successor(t, s)
-	var rest []*simtest.Host
-	for _, h := range s.Hosts {
-		if h != srv && h != z {
-			rest = append(rest, h)
-		}
-	}
+	srv, z, rest := roles(t, s)
 	// W, B1 among rest such that B1 comes before Z after W in ID order;
 	// C is the remaining one.
 	dist := func(a, b *simtest.Host) uint64 {
