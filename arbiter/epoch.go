@@ -411,9 +411,9 @@ func (n *Node) catchUpClaim() {
 // backup voted (and so holds no more than this node now does) — unless some
 // voter had promised an epoch newer than the log's and older than the
 // claim's, whose decisions nobody here holds (unless the voters show it had
-// no server: noneWon), or the log's epoch itself began with a wait for older leases
-// (Takeover.Wait) and decided nothing since: its server may have died
-// waiting, and the grants it waited out are in no log here.
+// no server: noneWon), or the log's epoch itself began with a wait for
+// older leases (Takeover.Wait) and decided nothing since: its server may
+// have died waiting, and the grants it waited out are in no log here.
 func (n *Node) provable(c *claiming) (bool, string) {
 	prior := n.priorOf(c)
 	st := n.st
