@@ -75,11 +75,11 @@
 // next timestamp. Two candidates of one epoch cannot both win: each member
 // votes once. Candidates go in order, the backup first (see below), and a
 // member asked by a candidate ranked before it makes way, once until a
-// server is heard again, so that two rarely split the votes: an epoch
-// nobody won makes the next winner wait out the leases. Members whose logs went past that point on a branch the new
-// epoch did not take refetch the state; decisions are named by (epoch, T),
-// and a node sends decisions to another only when the other's log is a
-// prefix of its own (wire.EpochMark records where epochs began).
+// server is heard again, so that two rarely split the votes. Members whose
+// logs went past that point on a branch the new epoch did not take refetch
+// the state; decisions are named by (epoch, T), and a node sends decisions
+// to another only when the other's log is a prefix of its own
+// (wire.EpochMark records where epochs began).
 //
 // The backup. The crux of a takeover: the old server's last decisions may
 // have reached one member only (a grant, its grantee), which may act on them.
@@ -94,11 +94,11 @@
 // epoch between its log's and its claim's (or just the one right after the
 // log's, and the voters show it had no server: each names whom it voted for
 // in it, and each so named voted too and says it never took over). The
-// backup's vote speaks for the log position
-// it had when it voted: a node that has promised an epoch newer than its
-// log's may still apply the old epoch's decisions (catching up), but it
-// shows no log position for them, and no grant takes effect at it, until
-// its log reaches the epoch it promised. Otherwise (the server and its backup died
+// backup's vote speaks for the log position it had when it voted: a node
+// that has promised an epoch newer than its log's may still apply the old
+// epoch's decisions (catching up), but it shows no log position for them,
+// and no grant takes effect at it, until its log reaches the epoch it
+// promised. Otherwise (the server and its backup died
 // together, or the backup is on the other side of a split) it decides the
 // Takeover with Wait and grants nothing for a lease and its margin: every
 // lease renewed under the old epoch was renewed within its authority, which
