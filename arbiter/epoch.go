@@ -440,15 +440,13 @@ func (n *Node) provable(c *claiming) (bool, string) {
 }
 
 // priorOf is the highest epoch below the claim's that this node or one of
-// its voters promised: epochs above the log's up to it may have had a
-// server whose decisions no log here holds. (No other member wins the
-// claim's own epoch: a majority for both would need one vote twice.)
+// its voters promised (a vote gives the voter's promise below the claimed
+// epoch: see onClaim): epochs above the log's up to it may have had a
+// server whose decisions no log here holds.
 func (n *Node) priorOf(c *claiming) uint64 {
 	prior := c.prior
 	for _, v := range c.votes {
-		if v.prior < c.epoch {
-			prior = max(prior, v.prior)
-		}
+		prior = max(prior, v.prior)
 	}
 	return prior
 }

@@ -1034,3 +1034,26 @@ func TestTakeoverAfterAnUnseenEpochWaits(t *testing.T) {
 	}
 	checkClean(t, s)
 }
+
+// The server dies and its backup goes deaf: its claims reach the others,
+// but it hears nothing, so it can never win. The others, asked by the
+// member ranked first, make way for it: still one of them must take over,
+// without the backup's vote (so it waits out the leases), and the lock
+// must come.
+func TestDeafBackupDoesNotKeepTheOthersWaiting(t *testing.T) {
+	s := newGroup(t, 5, 107, nil)
+	srv, backup, others := roles(t, s)
+	s.Opt.Drop = func(d *simtest.Datagram) bool { return d.To == backup.Index }
+	s.Crash(srv.Index)
+	died := s.Tick()
+	acquire(t, s, others[0], "r")
+	cfg := arbiter.DefaultConfig()
+	p := cfg.Params
+	bound := 2*(int(p.TakeoverTicks)+4*cfg.StaggerTicks+cfg.ClaimTicks) + int(p.LeaseTicks+p.LeaseMarginTicks)
+	waitUntil(t, s, bound, "r granted", func() bool { return granted(others[0], "r") })
+	if tk := takeovers(s); len(tk) == 0 || tk[0].Server == backup.Node.ID() {
+		t.Fatalf("takeovers %+v: want one by a member other than the deaf backup", tk)
+	}
+	t.Logf("r granted %d ticks after the server died", s.Tick()-died)
+	checkClean(t, s)
+}

@@ -532,10 +532,10 @@ func (n *Node) endTurn() {
 	n.flush()
 	n.endTenure()
 	// Give the next server the takeover timeout to show it took over
-	// before this node asks to, and take no late ping of an older server
-	// for its. This node promised the next server nothing (it answered
-	// none of its pings yet), so it still votes: for the backup, should
-	// the next server die at once.
+	// before this node asks to, and take a late ping of an older server
+	// for none of the next server's. This node promised the next server
+	// nothing (it answered none of its pings yet), so it still votes: for
+	// the backup, should the next server die at once.
 	n.waitFrom, n.pinger = n.now, next
 	n.pingEpoch, n.pingT = n.st.epoch, sync.Next
 	if next != n.id {
