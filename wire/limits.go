@@ -164,6 +164,9 @@ func (m *Sync) Validate(l Limits) error {
 	if err := checkLen("Sync.Unanswered", len(m.Unanswered), l.MaxMembers); err != nil {
 		return err
 	}
+	if m.Promote != 0 && m.Remove != 0 {
+		return fmt.Errorf("%w: Sync promotes node %d and removes node %d: one change of the voters per decision", ErrLimit, m.Promote, m.Remove)
+	}
 	return checkLen("Sync.Unheard", len(m.Unheard), l.MaxMembers)
 }
 

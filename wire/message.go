@@ -101,24 +101,33 @@ type Decision interface {
 // JoinRequest asks the group for admission (paper section 3.2). A newcomer
 // multicasts it until it is a member; Missing lists the members whose
 // greeting it still lacks, HaveState whether it has the replicated state.
+// Observer asks to join as a member that does not vote (see OkToJoin).
 type JoinRequest struct {
 	_struct   struct{} `codec:",toarray"`
 	Inc       uint64   // the newcomer's random incarnation ID
 	Addr      string   // where members can reach the newcomer directly
 	HaveState bool
 	Missing   []NodeID
+	Observer  bool
 }
 
 // OkToJoin is the server's decision to admit a newcomer (OK_TO_JOIN). It
 // carries the new logical ID and the number of members, as in the paper.
+//
+// Observer admits the newcomer as an observer: a member that takes locks
+// but neither votes, nor serves, nor backs the server up, and that no
+// majority counts. A newcomer that asked to be one is admitted as one
+// while the group has enough voters (see arbiter.MinVoters); its joining,
+// leaving and death then leave the majorities as they were.
 type OkToJoin struct {
-	_struct struct{} `codec:",toarray"`
-	T, Next uint64
-	Epoch   uint64
-	Inc     uint64 // the newcomer's incarnation, from its JoinRequest
-	ID      NodeID // the logical ID it is given
-	Addr    string
-	Members uint32 // members after the join, the newcomer included
+	_struct  struct{} `codec:",toarray"`
+	T, Next  uint64
+	Epoch    uint64
+	Inc      uint64 // the newcomer's incarnation, from its JoinRequest
+	ID       NodeID // the logical ID it is given
+	Addr     string
+	Members  uint32 // members after the join, the newcomer included
+	Observer bool
 }
 
 // GroupFull is the server's decision to refuse a newcomer (GROUP_FULL).
@@ -268,6 +277,11 @@ type Silence struct {
 // known to a majority: any two majorities of views that differ by one member
 // intersect, which is what keeps a takeover from finding a majority that
 // knows nothing of the last view.
+//
+// Promote makes an observer a voter (0: nobody), when the group has fewer
+// voters than it should. It changes the voters as a join does, so it too
+// waits for the last change to be known to a majority, and never comes
+// with a removal: one change of the voters per decision.
 type Sync struct {
 	_struct    struct{} `codec:",toarray"`
 	T, Next    uint64
@@ -278,6 +292,7 @@ type Sync struct {
 	Remove     NodeID // 0: nobody
 	Backup     NodeID
 	Digest     uint64
+	Promote    NodeID // 0: nobody
 }
 
 // Takeover begins a new epoch (a decision). A member that has not heard the

@@ -42,6 +42,8 @@ type MemberState struct {
 	// member up to Floor, and every ID in Decided, has been decided.
 	Floor   uint64
 	Decided []uint64
+	// Observer: the member neither votes nor serves (see OkToJoin).
+	Observer bool
 }
 
 // Waiter is a queued request.
@@ -108,9 +110,16 @@ func (s *Snapshot) Validate(l Limits) error {
 	if s.Params.TurnLength < 2 {
 		return fmt.Errorf("%w: Snapshot.Params.TurnLength %d below 2", ErrLimit, s.Params.TurnLength)
 	}
+	voters := 0
 	for i, m := range s.Members {
 		if m.ID == 0 || m.ID >= s.NextID || (i > 0 && m.ID <= s.Members[i-1].ID) {
 			return fmt.Errorf("%w: Snapshot.Members not strictly increasing below NextID at %d", ErrLimit, i)
+		}
+		if !m.Observer {
+			voters++
+		}
+		if m.Observer && m.ID == s.Backup {
+			return fmt.Errorf("%w: Snapshot.Backup, node %d, is an observer", ErrLimit, m.ID)
 		}
 		if err := checkName("Snapshot.Members.Addr", m.Addr, l.MaxAddr, false); err != nil {
 			return err
@@ -118,6 +127,9 @@ func (s *Snapshot) Validate(l Limits) error {
 		if err := checkLen("Snapshot.Members.Decided", len(m.Decided), l.MaxResources); err != nil {
 			return err
 		}
+	}
+	if len(s.Members) > 0 && voters == 0 {
+		return fmt.Errorf("%w: Snapshot.Members are all observers: nobody could serve", ErrLimit)
 	}
 	if err := checkLen("Snapshot.Epochs", len(s.Epochs), MaxEpochMarks); err != nil {
 		return err
