@@ -33,6 +33,15 @@ type Config struct {
 	// the network could make it.
 	Authenticated bool
 
+	// Observer asks to join as an observer: a member that takes locks but
+	// neither votes, nor serves, nor backs the server up, so that its
+	// death, however many observers die with it, never costs the group its
+	// majority. The server admits it as one only while the group has at
+	// least MinVoters voters, and promotes observers while it has fewer
+	// (see wire.OkToJoin and wire.Sync). A node that founds the group is
+	// its voter all the same. For short-lived members: a script's lock.
+	Observer bool
+
 	// Bootstrap founds a new group at once, with this node as its only
 	// member (logical ID 1) and Params as the group's parameters.
 	Bootstrap bool
@@ -169,6 +178,13 @@ func MinLeaseMargin(leaseTicks uint64) uint64 {
 // still increase across the takeover. 2^24 timestamps are 17 s of the wall
 // clock in microseconds at which a group starts.
 const TakeoverGap = 1 << 24
+
+// MinVoters is how many voters the server keeps in a group that has
+// observers: it admits a newcomer that asks to be an observer as one only
+// while the group has at least this many voters, and promotes an observer
+// in each SYNC while it has fewer. Three voters survive the death of one,
+// whatever number of observers die with it.
+const MinVoters = 3
 
 // maxUnseenEpochs bounds the gaps a takeover adds for epochs between its
 // log's and its own that a voter promised (see finishTakeover), so that the

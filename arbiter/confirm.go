@@ -52,7 +52,7 @@ func (n *Node) noteAck(h wire.Header) {
 func (n *Node) backedUp(p *pending) bool {
 	st := n.st
 	switch {
-	case st.backup == 0 && len(st.members) == 1:
+	case st.backup == 0 && st.voters == 1:
 		return true
 	case st.backup == n.id || p.grantNeeds == n.id:
 		return true
@@ -164,20 +164,26 @@ type Quorum struct {
 	// Held: as server, a majority answered within the authority; as member,
 	// a server pinged within the takeover timeout.
 	Held bool
-	// Reachable is how many members (this node included) answered the last
-	// ping or claim, when that is known; Members the size of the view.
-	Reachable, Members int
+	// Reachable is how many voters (this node included) answered the last
+	// ping or claim, when that is known; Members the number of voters in
+	// the view, and Observers the members besides, which count for no
+	// majority.
+	Reachable, Members, Observers int
 }
 
 // String renders the quorum as a status line says it.
 func (q Quorum) String() string {
+	members, observers := plural(q.Members, "member"), ""
+	if q.Observers > 0 {
+		members, observers = plural(q.Members, "voting member"), fmt.Sprintf(", and %s", plural(q.Observers, "observer"))
+	}
 	switch {
 	case q.Held:
-		return fmt.Sprintf("quorum held (%s)", plural(q.Members, "member"))
+		return fmt.Sprintf("quorum held (%s%s)", members, observers)
 	case q.Reachable > 0:
-		return fmt.Sprintf("no quorum: %d of %s reachable", q.Reachable, plural(q.Members, "member"))
+		return fmt.Sprintf("no quorum: %d of %s reachable%s", q.Reachable, members, observers)
 	}
-	return fmt.Sprintf("no quorum: no server heard (%s)", plural(q.Members, "member"))
+	return fmt.Sprintf("no quorum: no server heard (%s%s)", members, observers)
 }
 
 // plural is n and the noun, which takes an s unless n is 1: "1 member",

@@ -139,6 +139,17 @@
 // grown view: a newcomer that dies at once must not leave a group with dead
 // members, not yet removed, without a majority (it could then remove no one).
 //
+// Observers. A member that joins as an observer (Config.Observer: a
+// script's lock) takes locks and holds a lease like any other, but every
+// majority above counts voters only, in a view of voters only, and only
+// voters claim, vote, serve (the turn schedule lists them alone) or back
+// the server up. An observer's join, leave or removal changes no majority,
+// so it waits for nothing, and any number of observers may die at once. The
+// server admits an observer as one only while the group has MinVoters
+// voters, and while it has fewer, a SYNC promotes an observer that answered
+// its turn's pings: a change of the voters like a join, made only once the
+// last change is known to a majority, never in the SYNC that removes.
+//
 // Tokens. A fencing token is the T of the grant, or, for a resource taken on
 // the holder's release, the T the taker's log had reached then, which is
 // above every token before and at most the T of the decision that records

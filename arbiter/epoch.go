@@ -102,7 +102,7 @@ func (n *Node) stepDown(reason string, resume uint64) {
 // owe it theirs may be dead, and only a server removes them.
 func (n *Node) mayClaim() bool {
 	return n.st != nil && (n.stat == statusMember || n.stat == statusSyncing) && n.srv == nil && n.claim == nil && (!n.xfer.need || n.xfer.sound) &&
-		n.leave == nil && len(n.st.members) > 1 && n.st.member(n.id) != nil
+		n.leave == nil && n.st.voters > 1 && n.st.votes(n.id)
 }
 
 // rank orders the members' takeovers: the backup first (it holds every
@@ -224,7 +224,7 @@ func (n *Node) sendClaim() {
 func (n *Node) tickClaim() {
 	c := n.claim
 	if n.now-c.started >= uint64(n.cfg.ClaimTicks) {
-		n.abandonClaim(fmt.Sprintf("%d of %s voted within %s", n.countVotes(c), plural(len(n.st.members), "member"), plural(n.cfg.ClaimTicks, "tick")))
+		n.abandonClaim(fmt.Sprintf("%d of %s voted within %s", n.countVotes(c), plural(n.st.voters, "voter"), plural(n.cfg.ClaimTicks, "tick")))
 		return
 	}
 	if n.now-c.sentAt >= uint64(n.cfg.RetryTicks) {
@@ -248,23 +248,36 @@ func (n *Node) abandonClaim(reason string) {
 	if !c.pre {
 		n.emit(Event{Kind: EventTakeoverFailed, Node: n.id, Reason: fmt.Sprintf("claim for epoch %d given up: %s", c.epoch, reason)})
 	} else if n.srv == nil {
-		n.quorumLost(fmt.Sprintf("no server heard, and %d of %s reachable", n.countVotes(c), plural(len(n.st.members), "member")))
+		n.quorumLost(fmt.Sprintf("no server heard, and %d of %s reachable", n.countVotes(c), plural(n.st.voters, "voter")))
 	}
 }
 
-// countVotes counts the granted votes of members of the current view.
+// countVotes counts the granted votes of the current view's voters.
 func (n *Node) countVotes(c *claiming) int {
 	k := 0
 	for _, m := range n.st.members {
-		if _, ok := c.votes[m.id]; ok {
+		if _, ok := c.votes[m.id]; ok && !m.observer {
 			k++
 		}
 	}
 	return k
 }
 
-// majority reports whether k members are a majority of the current view.
-func (n *Node) majority(k int) bool { return 2*k > len(n.st.members) }
+// majority reports whether k voters are a majority of the current view's
+// voters. Observers count for no majority: their deaths, however many at
+// once, never cost the group one.
+func (n *Node) majority(k int) bool { return 2*k > n.st.voters }
+
+// votersIn counts the voters of the current view in a set of members.
+func (n *Node) votersIn(set map[wire.NodeID]bool) int {
+	k := 0
+	for id, in := range set {
+		if in && n.st.votes(id) {
+			k++
+		}
+	}
+	return k
+}
 
 // wouldVote decides a claim: the epoch must be above the one this node
 // promised, or that one if this node voted in it for nobody or for this
@@ -288,8 +301,8 @@ func (n *Node) wouldVote(h wire.Header, m *wire.Claim) (bool, string) {
 
 // onClaim answers a member's claim with a vote.
 func (n *Node) onClaim(src string, h wire.Header, from *member, m *wire.Claim) {
-	if n.st == nil || from == nil || n.st.member(n.id) == nil {
-		return // only members of this node's view are candidates, and only members vote
+	if n.st == nil || from == nil || from.observer || !n.st.votes(n.id) {
+		return // only voters of this node's view are candidates, and only voters vote
 	}
 	// Prior is the highest epoch this node promised below the claimed one:
 	// the candidate must know of any epoch between its log's and its own,

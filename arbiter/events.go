@@ -67,6 +67,9 @@ const (
 	// without it, and without a group key it cannot tell (see
 	// Config.Authenticated). Reported once; restarting the node rejoins.
 	EventStranded
+	// EventPromoted: the observer Node became a voter at T, since the
+	// group had fewer than MinVoters (see Config.Observer).
+	EventPromoted
 )
 
 var eventNames = [...]string{
@@ -76,7 +79,7 @@ var eventNames = [...]string{
 	EventGranted: "granted", EventReleased: "released", EventLost: "lost", EventUpdate: "update",
 	EventEpoch: "epoch", EventTakeoverStarted: "takeover-started", EventTakeoverWon: "takeover-won",
 	EventTakeoverFailed: "takeover-failed", EventStepDown: "step-down", EventQuorumLost: "quorum-lost",
-	EventQuorumRegained: "quorum-regained", EventStranded: "stranded",
+	EventQuorumRegained: "quorum-regained", EventStranded: "stranded", EventPromoted: "promoted",
 }
 
 // String returns the kind's name.

@@ -59,7 +59,8 @@ func (n *Node) startJoin() {
 func (n *Node) found() {
 	n.st = newState(n.cfg.Inc, n.cfg.Params)
 	n.st.t = max(1, n.cfg.FirstT) // T 0 is never a decision, so no fencing token is ever 0
-	n.st.addMember(1, n.cfg.Inc, n.cfg.Addr)
+	// The founder votes, whatever it asked: a group must have a voter.
+	n.st.addMember(1, n.cfg.Inc, n.cfg.Addr, false)
 	n.st.markEpoch(1, n.st.t)
 	n.promised = 1
 	n.heardAt = n.now
@@ -74,7 +75,7 @@ func (n *Node) found() {
 func (n *Node) sendJoinRequest() {
 	j := n.join
 	j.sentAt = n.now
-	req := &wire.JoinRequest{Inc: n.cfg.Inc, Addr: n.cfg.Addr, HaveState: n.st != nil}
+	req := &wire.JoinRequest{Inc: n.cfg.Inc, Addr: n.cfg.Addr, HaveState: n.st != nil, Observer: n.cfg.Observer}
 	if n.st != nil {
 		req.Missing = n.missingGreetings()
 		if len(req.Missing) > n.cfg.Limits.MaxMembers {

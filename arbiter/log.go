@@ -256,13 +256,13 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 	}
 	switch d := d.(type) {
 	case *wire.OkToJoin:
-		before := len(st.members)
-		if d.ID != st.nextID || !st.addMember(d.ID, d.Inc, d.Addr) {
+		before := st.voters
+		if d.ID != st.nextID || (d.Observer && before < MinVoters) || !st.addMember(d.ID, d.Inc, d.Addr, d.Observer) {
 			n.refused(fmt.Sprintf("OkToJoin of node %d, which the state cannot admit", d.ID))
 			return false
 		}
-		if st.backup == 0 && before == 1 {
-			st.backup = d.ID // a group of one gains the backup it lacked
+		if st.backup == 0 && before == 1 && !d.Observer {
+			st.backup = d.ID // a lone voter gains the backup it lacked
 		}
 		st.viewT = t
 		n.viewAckDue = true
@@ -382,6 +382,10 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 		n.refused("a SYNC removing its own server")
 		return false
 	}
+	if m := st.member(d.Promote); d.Promote != 0 && (m == nil || !m.observer) {
+		n.refused(fmt.Sprintf("a SYNC promoting node %d, which is no observer", d.Promote))
+		return false
+	}
 	for _, m := range st.members {
 		m.silence = 0
 	}
@@ -405,13 +409,20 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 			return true
 		}
 	}
+	if d.Promote != 0 {
+		st.member(d.Promote).observer = false
+		_ = st.rebuildSchedule() // one more voter, sorted and unique: cannot fail
+		st.viewT = t
+		n.viewAckDue = true
+		n.emit(Event{Kind: EventPromoted, Node: d.Promote, T: t, Reason: fmt.Sprintf("the group had %s", plural(st.voters-1, "voter"))})
+	}
 	if d.Backup == n.id && st.backup != n.id {
 		// This node backs the next server up: the grantees and queue heads
 		// waiting on decisions it holds must hear that it holds them.
 		n.ackAll = true
 	}
 	st.backup = d.Backup
-	if st.backup != 0 && st.member(st.backup) == nil {
+	if st.backup != 0 && !st.votes(st.backup) {
 		st.backup = 0
 	}
 	return true
@@ -420,7 +431,7 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 // applyTakeover begins the epoch a takeover won (see epoch.go).
 func (n *Node) applyTakeover(d *wire.Takeover, t, next uint64) bool {
 	st := n.st
-	if st.member(d.Server) == nil || (d.Backup != 0 && st.member(d.Backup) == nil) {
+	if !st.votes(d.Server) || (d.Backup != 0 && !st.votes(d.Backup)) {
 		n.refused(fmt.Sprintf("a takeover by node %d, which is not in this node's view", d.Server))
 		return false
 	}
@@ -616,6 +627,9 @@ func (n *Node) wantNext(d wire.Decision) (uint64, error) {
 	case *wire.Takeover:
 		return next, nil
 	case *wire.OkToJoin:
+		if d.Observer {
+			return n.realign(st.sched.View(), st.server(), t+1) // the voters stay as they were
+		}
 		return n.realign(append(st.sched.View(), d.ID), st.server(), t+1)
 	case *wire.Left:
 		if len(st.members) == 1 {
@@ -624,10 +638,14 @@ func (n *Node) wantNext(d wire.Decision) (uint64, error) {
 		return n.realign(without(d.ID), st.server(), t+1)
 	case *wire.Sync:
 		to := st.backup
-		if len(st.members) == 1 {
+		if st.voters == 1 {
 			to = st.server()
 		}
-		return n.realign(without(d.Remove), to, t+1)
+		view := without(d.Remove)
+		if d.Promote != 0 {
+			view = append(view, d.Promote)
+		}
+		return n.realign(view, to, t+1)
 	}
 	return t + 1, nil
 }
@@ -1210,9 +1228,9 @@ func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) err
 	}
 	if n.srv == nil && n.claim == nil && p.Reachable != 0 {
 		if n.majority(n.reachable) {
-			n.quorumRegained(fmt.Sprintf("the server, node %d, reaches %d of %s", h.From, p.Reachable, plural(len(n.st.members), "member")))
+			n.quorumRegained(fmt.Sprintf("the server, node %d, reaches %d of %s", h.From, p.Reachable, plural(n.st.voters, "voter")))
 		} else {
-			n.quorumLost(fmt.Sprintf("the server, node %d, reaches only %d of %s", h.From, p.Reachable, plural(len(n.st.members), "member")))
+			n.quorumLost(fmt.Sprintf("the server, node %d, reaches only %d of %s", h.From, p.Reachable, plural(n.st.voters, "voter")))
 		}
 	}
 	if p.Prev != 0 && p.ViewT == n.st.viewT && h.LogEpoch == n.st.epoch && !slices.Contains(p.Unanswered, n.id) {

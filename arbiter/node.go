@@ -603,7 +603,9 @@ func (n *Node) Leave() error {
 	n.leave = &pending{since: n.now, sentAt: n.now}
 	n.leaveQuiet = 0
 	if n.srv != nil && len(n.st.members) > 1 {
-		n.srv.leaving = true // finish the turn first, then leave as a member
+		// Finish the turn first, then leave as a member; a lone voter
+		// promotes an observer first (endTurn).
+		n.srv.leaving = true
 		n.settle()
 	}
 	n.submit(&wire.LeaveRequest{})

@@ -80,6 +80,17 @@ func (n *Node) Server() (wire.NodeID, bool) {
 // IsServer reports whether this node is acting as server now.
 func (n *Node) IsServer() bool { return n.srv != nil }
 
+// Observer reports whether this node is a member that does not vote, in
+// its own view (see Config.Observer): one the group may lose, with any
+// number of others, and keep its majority.
+func (n *Node) Observer() bool {
+	if n.st == nil {
+		return false
+	}
+	m := n.st.member(n.id)
+	return m != nil && n.id != 0 && m.observer
+}
+
 // Backup returns the member that backs the server up: a grant takes effect
 // once it holds the decision, and the turn goes to it next. Zero in a group
 // of one.
@@ -135,7 +146,7 @@ func (n *Node) Quorum() Quorum {
 	if n.st == nil {
 		return Quorum{}
 	}
-	q := Quorum{Members: len(n.st.members)}
+	q := Quorum{Members: n.st.voters, Observers: n.st.observers()}
 	switch {
 	case n.srv != nil:
 		q.Held = n.hasAuthority()
@@ -179,6 +190,8 @@ type MemberInfo struct {
 	Inc     uint64
 	Addr    string
 	Silence uint64 // ticks not heard, as of the last SYNC
+	// Observer: the member neither votes nor serves (see Config.Observer).
+	Observer bool
 }
 
 // Members returns the view in ID order.
@@ -188,7 +201,7 @@ func (n *Node) Members() []MemberInfo {
 	}
 	out := make([]MemberInfo, len(n.st.members))
 	for i, m := range n.st.members {
-		out[i] = MemberInfo{ID: m.id, Inc: m.inc, Addr: m.addr, Silence: m.silence}
+		out[i] = MemberInfo{ID: m.id, Inc: m.inc, Addr: m.addr, Silence: m.silence, Observer: m.observer}
 	}
 	return out
 }

@@ -206,7 +206,7 @@ func (n *Node) reach() int {
 	k := 0
 	for _, p := range s.probes {
 		if age := n.now - p.sentAt; p.all && age >= uint64(n.cfg.HeartbeatTicks) && age < n.st.params.TakeoverTicks {
-			k = max(k, len(p.from))
+			k = max(k, n.votersIn(p.from))
 		}
 	}
 	return k
@@ -249,12 +249,7 @@ func (n *Node) countProbe(p *probe) {
 	if p.majority {
 		return
 	}
-	k := 0
-	for _, m := range n.st.members {
-		if p.from[m.id] {
-			k++
-		}
-	}
+	k := n.votersIn(p.from)
 	if !n.majority(k) {
 		return
 	}
@@ -267,7 +262,7 @@ func (n *Node) countProbe(p *probe) {
 	if s.authUntil <= n.now && s.hadAuth {
 		// A lapse: the time without a majority was not the members' fault.
 		s.counted = n.now
-		n.quorumRegained(fmt.Sprintf("%d of %s answer", k, plural(len(n.st.members), "member")))
+		n.quorumRegained(fmt.Sprintf("%d of %s answer", k, plural(n.st.voters, "voter")))
 	}
 	s.authUntil, s.hadAuth = until, true
 	// The server's own lease runs from the ping a majority answered: what
@@ -367,7 +362,7 @@ func (n *Node) decidesLeaveDuringHandover(from wire.NodeID) bool {
 // mayDecide is canDecide but for the end of the turn.
 func (n *Node) mayDecide() bool {
 	return n.srv != nil && n.hasAuthority() && !n.frozen() && n.claim == nil &&
-		(n.st.backup != 0 || len(n.st.members) == 1)
+		(n.st.backup != 0 || n.st.voters == 1)
 }
 
 // maybeEndTurn ends the turn once it must end and every member has answered
@@ -384,7 +379,7 @@ func (n *Node) maybeEndTurn() bool {
 		switch {
 		case s.backupLeave != nil:
 		case s.leaving:
-			if len(n.st.members) > 2 && n.pickBackup(func(id wire.NodeID) bool { return id != n.id && s.answered[id] }, n.st.backup, n.st.backup) == 0 {
+			if n.st.voters > 2 && n.pickBackup(func(id wire.NodeID) bool { return id != n.id && s.answered[id] }, n.st.backup, n.st.backup) == 0 {
 				return false
 			}
 		default:
@@ -395,7 +390,7 @@ func (n *Node) maybeEndTurn() bool {
 			}
 		}
 	}
-	if len(n.st.members) > 1 {
+	if n.st.voters > 1 {
 		switch n.backupAlive() {
 		case backupWaiting:
 			return false
@@ -497,32 +492,46 @@ func (n *Node) endTurn() {
 	})
 	sync.Unheard = unheard[:min(len(unheard), maxList)]
 	next := st.backup
-	if len(st.members) == 1 {
+	if st.voters == 1 {
 		next = n.id
 	}
 	// One removal per SYNC, and only once the last change of the view is
-	// known to a majority (see wire.Sync). Its own lease ran out
-	// LeaseMarginTicks ago at the latest: it has stopped using what it
-	// held, so reclaiming cannot overlap.
-	if len(sync.Unheard) > 0 && sync.Unheard[0].Ticks >= lease && sync.Unheard[0].ID != next && sync.Unheard[0].ID != n.id && n.viewCommitted() {
+	// known to a majority (see wire.Sync), unless it is an observer's,
+	// which changes no majority. Its own lease ran out LeaseMarginTicks
+	// ago at the latest: it has stopped using what it held, so reclaiming
+	// cannot overlap.
+	if len(sync.Unheard) > 0 && sync.Unheard[0].Ticks >= lease && sync.Unheard[0].ID != next && sync.Unheard[0].ID != n.id && (n.viewCommitted() || !st.votes(sync.Unheard[0].ID)) {
 		sync.Remove = sync.Unheard[0].ID
 	}
+	if sync.Remove == 0 && st.voters < MinVoters && n.viewCommitted() {
+		sync.Promote = n.toPromote()
+	}
 	view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return id == sync.Remove })
+	if sync.Promote != 0 {
+		view = append(view, sync.Promote)
+	}
 	nextT, err := n.realign(view, next, st.t+1)
 	if err != nil {
 		n.stats.Divergence++
 		return
 	}
 	sync.Next = nextT
-	if len(st.members) > 1 {
+	if st.voters > 1 || sync.Promote != 0 {
 		ok := func(id wire.NodeID) bool { return s.answered[id] && id != sync.Remove }
 		if s.leaving {
 			// Not this node, unless no other answered: the next server
 			// would hand the turn straight back to a leaving backup.
 			sync.Backup = n.pickBackup(func(id wire.NodeID) bool { return id != n.id && ok(id) }, next, next)
 		}
+		if sync.Backup == 0 && s.leaving && sync.Promote != next {
+			sync.Backup = sync.Promote
+		}
 		if sync.Backup == 0 {
 			sync.Backup = n.pickBackup(ok, next, next)
+		}
+		if sync.Backup == 0 && sync.Promote != next {
+			// A lone voter: the member it promotes backs it up.
+			sync.Backup = sync.Promote
 		}
 	}
 	if !n.apply(sync, true) {
@@ -547,6 +556,18 @@ func (n *Node) endTurn() {
 		n.leave.sentAt = n.now
 		n.submit(&wire.LeaveRequest{})
 	}
+}
+
+// toPromote picks the observer a SYNC makes a voter: the longest in the
+// group (lowest ID) of those that answered this turn's pings in this epoch,
+// so that it holds the log and is alive; 0 if none did.
+func (n *Node) toPromote() wire.NodeID {
+	for _, m := range n.st.members {
+		if m.observer && n.srv.answered[m.id] {
+			return m.id
+		}
+	}
+	return 0
 }
 
 // realign returns the first timestamp at or after "from" that starts a turn
@@ -574,7 +595,7 @@ func (n *Node) realign(view []wire.NodeID, to wire.NodeID, from uint64) (uint64,
 func (n *Node) viewCommitted() bool {
 	k := 0
 	for _, m := range n.st.members {
-		if m.id == n.id && n.st.t > n.st.viewT || n.acks[m.id] > n.st.viewT {
+		if !m.observer && (m.id == n.id && n.st.t > n.st.viewT || n.acks[m.id] > n.st.viewT) {
 			k++
 		}
 	}
@@ -754,12 +775,14 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 	case *wire.LeaveRequest:
 		switch {
 		case h.From == n.id && len(st.members) > 1:
+			// A lone voter leaving observers behind promotes one first
+			// (endTurn), and hands it the turn.
 			n.srv.leaving = true // hand the turn over first, then leave as a member
 		case !n.canDecide() && !n.decidesLeaveDuringHandover(h.From):
 		case h.From == n.id:
 			// The last member leaves: the group ends.
 			n.decide(&wire.Left{T: st.t, Next: st.t + 1, Epoch: ep, ID: n.id}, true)
-		case h.From == st.backup && len(st.members) > 2 && !n.turnToLeaver[h.From]:
+		case h.From == st.backup && st.voters > 2 && !n.turnToLeaver[h.From]:
 			// Dropping the backup now would leave this server without
 			// one, and it would take over from itself (a new epoch, the
 			// tokens raised by TakeoverGap). The turn goes to the leaver
@@ -773,8 +796,9 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 			}
 			n.turnToLeaver[h.From] = true
 			n.srv.backupLeave = &in
-		case !n.viewCommitted():
-			// Decided once the last change is known: the leaver asks
+		case !n.viewCommitted() && st.votes(h.From):
+			// Decided once the last change is known (an observer's leave
+			// changes no majority, and needs not wait): the leaver asks
 			// again, but it may have died since it asked (a new epoch's
 			// server replays what it overheard, however old).
 			n.keepForReplay(in)
@@ -815,17 +839,23 @@ func (n *Node) serveJoin(in inbound, m *wire.JoinRequest) {
 		n.decide(&wire.GroupFull{T: st.t, Next: st.t + 1, Epoch: st.epoch, Inc: m.Inc, Max: st.params.MaxMembers}, true)
 		return
 	}
-	if !n.viewCommitted() || !n.liveMajorityWith(1, in.at) {
+	// An observer changes no majority: it is admitted at once, and its
+	// death costs none (the checks below are about a voter's).
+	observer := m.Observer && st.voters >= MinVoters
+	if !observer && (!n.viewCommitted() || !n.liveMajorityWith(1, in.at)) {
 		n.deferJoin(in, m)
 		return
 	}
 	id := st.nextID
-	view := append(st.sched.View(), id)
+	view := st.sched.View()
+	if !observer {
+		view = append(view, id)
+	}
 	next, err := n.realign(view, n.id, st.t+1)
 	if err != nil {
 		return
 	}
-	n.decide(&wire.OkToJoin{T: st.t, Next: next, Epoch: st.epoch, Inc: m.Inc, ID: id, Addr: m.Addr, Members: uint32(len(view))}, true)
+	n.decide(&wire.OkToJoin{T: st.t, Next: next, Epoch: st.epoch, Inc: m.Inc, ID: id, Addr: m.Addr, Members: uint32(len(st.members) + 1), Observer: observer}, true)
 	n.sendSnapshot(in.src)
 }
 
@@ -845,19 +875,19 @@ func (s *tenure) heardFrom(id wire.NodeID) bool {
 // before it; at heavy load every member is heard at once, and an idle one
 // by the next ping. A group of one has no other way to grow.
 func (n *Node) liveMajorityWith(k int, since uint64) bool {
-	if len(n.st.members) == 1 {
+	if n.st.voters == 1 {
 		return true
 	}
 	live := 1
 	for _, m := range n.st.members {
-		if m.id == n.id {
+		if m.id == n.id || m.observer {
 			continue
 		}
 		if at, ok := n.srv.heard[m.id]; ok && at >= since {
 			live++
 		}
 	}
-	return 2*live > len(n.st.members)+k
+	return 2*live > n.st.voters+k
 }
 
 // deferJoin keeps a join request until the view may change again, so that
@@ -880,8 +910,8 @@ func (n *Node) deferJoin(in inbound, m *wire.JoinRequest) {
 func (n *Node) tickServer() {
 	s := n.srv
 	st := n.st
-	if len(st.members) == 1 {
-		// Alone, the server is its own majority.
+	if st.voters == 1 {
+		// Alone, or with observers only, the server is its own majority.
 		s.authUntil, s.hadAuth, s.majorityAt = n.now+AuthorityTicks(st.params), true, n.now
 		n.renew(n.now)
 	}
@@ -905,7 +935,7 @@ func (n *Node) tickServer() {
 	if !n.hasAuthority() {
 		if s.hadAuth && s.lostAt < s.authUntil {
 			s.lostAt = n.now
-			n.quorumLost(fmt.Sprintf("the server lost the answers of a majority of its %s", plural(len(st.members), "member")))
+			n.quorumLost(fmt.Sprintf("the server lost the answers of a majority of its %s", plural(st.voters, "voter")))
 		}
 		// Without a majority for the takeover timeout, stop pinging: members
 		// that still hear this node (it may be deaf, not mute) could never
@@ -920,7 +950,7 @@ func (n *Node) tickServer() {
 		s.deferred = s.deferred[1:]
 		n.serveJoin(in, in.m.(*wire.JoinRequest))
 	}
-	if n.claim == nil && len(st.members) > 1 && st.backup == 0 && n.hasAuthority() {
+	if n.claim == nil && st.voters > 1 && st.backup == 0 && n.hasAuthority() {
 		n.startSelfClaim("the group has no backup")
 	}
 }

@@ -21,6 +21,7 @@ type state struct {
 	nextID    wire.NodeID
 	params    wire.Params
 	members   []*member          // in ID order
+	voters    int                // members that are not observers
 	byInc     map[uint64]*member // the same members by incarnation: joins look them up at every node
 	resources map[string]*resource
 	sched     clock.Schedule[wire.NodeID]
@@ -47,6 +48,9 @@ type member struct {
 	silence uint64
 	floor   uint64
 	decided []uint64 // sorted, all > floor
+	// observer: the member takes locks but neither votes, nor serves, nor
+	// backs the server up, and no majority counts it (see wire.OkToJoin).
+	observer bool
 }
 
 type resource struct {
@@ -77,15 +81,19 @@ func newState(instance uint64, p wire.Params) *state {
 	return s
 }
 
-// rebuildSchedule recomputes the turn schedule after a change of the view.
-// Members are kept sorted and unique (addMember refuses a duplicate) and
-// TurnLength is validated wherever a state is made, so it cannot fail; if it
-// ever did, the old schedule stays and the error says why.
+// rebuildSchedule recomputes the turn schedule, and the count of voters,
+// after a change of the view. Only voters serve: the schedule lists them
+// alone. Members are kept sorted and unique (addMember refuses a duplicate)
+// and TurnLength is validated wherever a state is made, so it cannot fail;
+// if it ever did, the old schedule stays and the error says why.
 func (s *state) rebuildSchedule() error {
-	ids := make([]wire.NodeID, len(s.members))
-	for i, m := range s.members {
-		ids[i] = m.id
+	ids := make([]wire.NodeID, 0, len(s.members))
+	for _, m := range s.members {
+		if !m.observer {
+			ids = append(ids, m.id)
+		}
 	}
+	s.voters = len(ids)
 	sched, err := clock.NewSchedule(ids, s.params.TurnLength)
 	if err != nil {
 		return err
@@ -137,6 +145,16 @@ func (s *state) member(id wire.NodeID) *member {
 
 func (s *state) memberByInc(inc uint64) *member { return s.byInc[inc] }
 
+// votes reports whether id is a member that votes (no observer): one that
+// majorities count, and that may serve or back the server up.
+func (s *state) votes(id wire.NodeID) bool {
+	m := s.member(id)
+	return m != nil && !m.observer
+}
+
+// observers counts the members that do not vote.
+func (s *state) observers() int { return len(s.members) - s.voters }
+
 func cmpID(a, b wire.NodeID) int {
 	switch {
 	case a < b:
@@ -153,14 +171,15 @@ func (s *state) server() wire.NodeID {
 	return id
 }
 
-// addMember adds a member. It refuses (false) an ID or incarnation already
-// in the view, which a correct log never admits twice.
-func (s *state) addMember(id wire.NodeID, inc uint64, addr string) bool {
+// addMember adds a member, an observer or a voter. It refuses (false) an ID
+// or incarnation already in the view, which a correct log never admits
+// twice.
+func (s *state) addMember(id wire.NodeID, inc uint64, addr string, observer bool) bool {
 	i, found := slices.BinarySearchFunc(s.members, id, func(m *member, id wire.NodeID) int { return cmpID(m.id, id) })
 	if found || id == 0 || s.byInc[inc] != nil {
 		return false
 	}
-	m := &member{id: id, inc: inc, addr: addr}
+	m := &member{id: id, inc: inc, addr: addr, observer: observer}
 	s.members = slices.Insert(s.members, i, m)
 	s.byInc[inc] = m
 	if id >= s.nextID {
@@ -332,7 +351,7 @@ func (s *state) snapshot() *wire.Snapshot {
 	for _, m := range s.members {
 		snap.Members = append(snap.Members, wire.MemberState{
 			ID: m.id, Inc: m.inc, Addr: m.addr, Silence: m.silence, Floor: m.floor,
-			Decided: slices.Clone(m.decided),
+			Decided: slices.Clone(m.decided), Observer: m.observer,
 		})
 	}
 	for _, name := range s.resourceNames() {
@@ -353,7 +372,7 @@ func stateFromSnapshot(snap *wire.Snapshot) *state {
 	for _, m := range snap.Members {
 		mem := &member{
 			id: m.ID, inc: m.Inc, addr: m.Addr, silence: m.Silence, floor: m.Floor,
-			decided: slices.Clone(m.Decided),
+			decided: slices.Clone(m.Decided), observer: m.Observer,
 		}
 		s.members = append(s.members, mem)
 		if s.byInc[m.Inc] == nil {
@@ -402,6 +421,11 @@ func (s *state) digest() uint64 {
 		for _, d := range m.decided {
 			u(d)
 		}
+		if m.observer {
+			u(1)
+		} else {
+			u(0)
+		}
 	}
 	names := s.resourceNames()
 	u(uint64(len(names)))
@@ -430,6 +454,9 @@ func (s *state) String() string {
 	for _, m := range s.members {
 		sb.WriteString(" ")
 		sb.WriteString(strconv.FormatUint(uint64(m.id), 10))
+		if m.observer {
+			sb.WriteString("o")
+		}
 	}
 	for _, name := range s.resourceNames() {
 		r := s.resources[name]

@@ -124,6 +124,25 @@ func (c *Checker) sent(h *Host, p *wire.Packet) {
 	}
 }
 
+// Observers counts, in every epoch's log, the newcomers admitted as
+// observers and the observers promoted: what a test of observers must see
+// happen to prove anything.
+func (c *Checker) Observers() (admitted, promoted int) {
+	for _, d := range c.log {
+		switch d := d.(type) {
+		case *wire.OkToJoin:
+			if d.Observer {
+				admitted++
+			}
+		case *wire.Sync:
+			if d.Promote != 0 {
+				promoted++
+			}
+		}
+	}
+	return admitted, promoted
+}
+
 // buildRef replays the log that a takeover continues, epoch by epoch from
 // the founding, up to where the takeover begins.
 func (c *Checker) buildRef(tk *wire.Takeover) *reference {
@@ -177,6 +196,9 @@ func (c *Checker) step(r *reference, e uint64, d wire.Decision) {
 	case isTakeover:
 		if by != tk.Server || r.server(next) != tk.Server {
 			c.violate("takeover of epoch %d at T=%d sent first by node %d for server %d, whose turn the schedule does not start at T=%d", tk.Epoch, t, by, tk.Server, next)
+		}
+		if r.observers[tk.Backup] {
+			c.violate("takeover of epoch %d names node %d its backup, an observer", tk.Epoch, tk.Backup)
 		}
 	case r.server(t) != by:
 		c.violate("decision %s at epoch %d T=%d made by node %d, but the server for T=%d is node %d", d.Kind(), e, t, by, t, r.server(t))
@@ -433,6 +455,7 @@ type reference struct {
 	t         uint64
 	turn      uint64 // the group's turn length
 	members   map[wire.NodeID]bool
+	observers map[wire.NodeID]bool // members that neither vote nor serve
 	res       map[string]*refResource
 	newGrants map[grantKey]wire.NodeID
 	// newHandovers: by a resource and the token of the holder that gave it
@@ -457,13 +480,15 @@ type refResource struct {
 }
 
 func newReference(turn uint64) *reference {
-	return &reference{t: 1, turn: turn, members: map[wire.NodeID]bool{1: true}, res: map[string]*refResource{}, newGrants: map[grantKey]wire.NodeID{}, newHandovers: map[grantKey]wire.NodeID{}}
+	return &reference{t: 1, turn: turn, members: map[wire.NodeID]bool{1: true}, observers: map[wire.NodeID]bool{}, res: map[string]*refResource{}, newGrants: map[grantKey]wire.NodeID{}, newHandovers: map[grantKey]wire.NodeID{}}
 }
 
 func (r *reference) server(t uint64) wire.NodeID {
 	ids := make([]wire.NodeID, 0, len(r.members))
 	for id := range r.members {
-		ids = append(ids, id)
+		if !r.observers[id] {
+			ids = append(ids, id) // only voters serve
+		}
 	}
 	sched, err := clock.NewSchedule(ids, r.turn)
 	if err != nil {
@@ -495,6 +520,7 @@ func (r *reference) give(name string, x *refResource, t uint64) {
 
 func (r *reference) remove(id wire.NodeID, t uint64) {
 	delete(r.members, id)
+	delete(r.observers, id)
 	names := make([]string, 0, len(r.res))
 	for name := range r.res {
 		names = append(names, name)
@@ -512,12 +538,30 @@ func (r *reference) remove(id wire.NodeID, t uint64) {
 func (r *reference) apply(d wire.Decision, t uint64) string {
 	switch d := d.(type) {
 	case *wire.OkToJoin:
+		if voters := len(r.members) - len(r.observers); d.Observer && voters < arbiter.MinVoters {
+			return fmt.Sprintf("node %d admitted as an observer with %d voters", d.ID, voters)
+		}
 		r.members[d.ID] = true
+		if d.Observer {
+			r.observers[d.ID] = true
+		}
 	case *wire.Left:
 		r.remove(d.ID, t)
 	case *wire.Sync:
 		if d.Remove != 0 {
 			r.remove(d.Remove, t)
+		}
+		if r.observers[d.Backup] && d.Backup != d.Promote {
+			return fmt.Sprintf("SYNC names node %d the backup, an observer", d.Backup)
+		}
+		if d.Promote != 0 {
+			if !r.observers[d.Promote] {
+				return fmt.Sprintf("promotion of node %d, which is no observer", d.Promote)
+			}
+			if voters := len(r.members) - len(r.observers); voters >= arbiter.MinVoters {
+				return fmt.Sprintf("promotion of node %d with %d voters", d.Promote, voters)
+			}
+			delete(r.observers, d.Promote)
 		}
 	case *wire.Grant:
 		if !r.members[d.Node] {

@@ -44,6 +44,10 @@ type scenario struct {
 	drift                               int
 	thinkMax, holdMax                   int
 	crash, leave, pause, partition, aim float64
+	// observers: the last hosts ask to join as observers, and all the
+	// observers crash at once at rate observersCrash (drawObserverScenario).
+	observers      int
+	observersCrash float64
 }
 
 func drawScenario(seed int64) scenario {
@@ -64,6 +68,23 @@ func drawScenario(seed int64) scenario {
 		partition: r.Float64() * 0.006,
 		aim:       r.Float64(),
 	}
+}
+
+// drawObserverScenario draws a scenario with observers: one to five hosts
+// that vote (the first ones), and two to six more that ask to be observers
+// and, now and then, all crash at once, as the lock jobs of a script host
+// do when it dies. With fewer than three hosts that vote, the group admits
+// some of the others as voters, and promotes observers as voters die. Its
+// seeds are a space of their own: the faults and the rest of the scenario
+// are drawn as drawScenario draws them.
+func drawObserverScenario(seed int64) scenario {
+	sc := drawScenario(seed)
+	r := rand.New(rand.NewSource(seed ^ 0x0b5e7))
+	voters := 1 + r.Intn(5)
+	sc.observers = 2 + r.Intn(5)
+	sc.hosts = voters + sc.observers
+	sc.observersCrash = r.Float64() * 0.004
+	return sc
 }
 
 const (
@@ -101,21 +122,29 @@ type outcome struct {
 	entries    int
 	takeovers  int
 	maxWait    int64 // longest wait of a request outstanding when faults stopped
-	bound      int64
-	hash       uint64
-	divergence uint64
+	// observerCrashes counts the hosts crashed with all the observers;
+	// observersAdmitted and promoted what the logs say of observers.
+	observerCrashes, observersAdmitted, promoted int
+	bound                                        int64
+	hash                                         uint64
+	divergence                                   uint64
 }
 
 func (o outcome) failed() bool { return len(o.violations) > 0 }
 
-// runSeed runs one seed: faults, then healing, then agreement.
+// runSeed runs one seed of the property test.
 func runSeed(seed int64, trace func(string)) outcome {
-	sc := drawScenario(seed)
-	s := New(Options{Seed: seed, Hosts: sc.hosts, Loss: sc.loss, Dup: sc.dup, MinDelay: 1, MaxDelay: sc.maxDelay, DriftPPM: sc.drift, Trace: trace})
+	return runScenario(seed, drawScenario(seed), trace)
+}
+
+// runScenario runs one scenario: faults, then healing, then agreement.
+func runScenario(seed int64, sc scenario, trace func(string)) outcome {
+	s := New(Options{Seed: seed, Hosts: sc.hosts, Observers: sc.observers, Loss: sc.loss, Dup: sc.dup, MinDelay: 1, MaxDelay: sc.maxDelay, DriftPPM: sc.drift, Trace: trace})
 	w := NewWorkload(s, sc.resources)
 	w.ThinkMax, w.HoldMax = sc.thinkMax, sc.holdMax
 	f := NewFaults(s)
 	f.CrashRate, f.LeaveRate, f.PauseRate, f.PartitionRate, f.Aim = sc.crash, sc.leave, sc.pause, sc.partition, sc.aim
+	f.ObserversCrashRate = sc.observersCrash
 	cfg := s.Config(0, false)
 	// Pauses run past the lease, up to three of them.
 	f.PauseMax = 3 * int(cfg.Params.LeaseTicks)
@@ -123,7 +152,8 @@ func runSeed(seed int64, trace func(string)) outcome {
 
 	// Phase 1: faults.
 	w.RunUntil(s.Now+faultTicks*SubTicks, func() bool { f.Step(); return false })
-	o.faults = [4]int{f.Crashes, f.Leaves, f.Pauses, f.Partitions}
+	o.faults = [4]int{f.Crashes + f.ObserverCrashes, f.Leaves, f.Pauses, f.Partitions}
+	o.observerCrashes = f.ObserverCrashes
 
 	// Phase 2: the network heals, paused hosts resume, stopped hosts
 	// restart, no new requests. Every request outstanding now must be
@@ -192,6 +222,7 @@ func runSeed(seed int64, trace func(string)) outcome {
 				h.Index, h.Alive, h.Paused, n.ID(), n.Joined(), n.Stopped(), n.Epoch(), n.Promised(), n.T(), srv, n.Backup(), n.IsServer(), n.Quorum(), n.Held(), n.Waiting(), n.Resources(), n.Stats())
 		}
 	}
+	o.observersAdmitted, o.promoted = s.Check.Observers()
 	o.violations = s.Check.Violations
 	o.entries = s.Stats.Entries
 	o.takeovers = len(s.Check.takeovers)
@@ -215,15 +246,33 @@ func runSeed(seed int64, trace func(string)) outcome {
 //
 //	go test ./internal/simtest -run TestPropertySeeded -sim.seed=N -v
 func TestPropertySeeded(t *testing.T) {
+	sweep(t, drawScenario, "TestPropertySeeded")
+}
+
+// TestPropertySeededObservers is the property test of groups with
+// observers (drawObserverScenario): one to five hosts that vote and two to
+// six that ask to be observers, all the faults of TestPropertySeeded, and now and then every
+// observer crashing at once, holders and waiters among them. The same
+// properties hold; in particular the group keeps granting, since it keeps
+// its majority. Its seeds are its own; replay one with
+//
+//	go test ./internal/simtest -run TestPropertySeededObservers -sim.seed=N -v
+func TestPropertySeededObservers(t *testing.T) {
+	sweep(t, drawObserverScenario, "TestPropertySeededObservers")
+}
+
+// sweep runs the seeds the flags ask for, each drawn by draw, on every
+// core; name is the test's, for the replay line.
+func sweep(t *testing.T, draw func(int64) scenario, name string) {
 	if *flagSeed != 0 {
 		var lines []string
-		o := runSeed(*flagSeed, func(l string) { lines = append(lines, l) })
+		o := runScenario(*flagSeed, draw(*flagSeed), func(l string) { lines = append(lines, l) })
 		if o.failed() {
 			for _, l := range lines {
 				t.Log(l)
 			}
 		}
-		report(t, *flagSeed, o)
+		report(t, name, *flagSeed, o)
 		return
 	}
 	n := seedCount(t)
@@ -243,7 +292,7 @@ func TestPropertySeeded(t *testing.T) {
 			defer wg.Done()
 			for i := range next {
 				seed := *flagFirst + int64(i)
-				results[i] = result{seed, runSeed(seed, nil)}
+				results[i] = result{seed, runScenario(seed, draw(seed), nil)}
 			}
 		}()
 	}
@@ -252,7 +301,7 @@ func TestPropertySeeded(t *testing.T) {
 	}
 	close(next)
 	wg.Wait()
-	var entries, takeovers int
+	var entries, takeovers, observerCrashes, admitted, promoted int
 	var faults [4]int
 	byKind := map[string][]int64{}
 	var worst result
@@ -260,6 +309,9 @@ func TestPropertySeeded(t *testing.T) {
 	for _, r := range results {
 		entries += r.o.entries
 		takeovers += r.o.takeovers
+		observerCrashes += r.o.observerCrashes
+		admitted += r.o.observersAdmitted
+		promoted += r.o.promoted
 		for i := range faults {
 			faults[i] += r.o.faults[i]
 		}
@@ -269,7 +321,7 @@ func TestPropertySeeded(t *testing.T) {
 		if r.o.failed() {
 			failures++
 			if failures <= 5 {
-				report(t, r.seed, r.o)
+				report(t, name, r.seed, r.o)
 			}
 			kinds := map[string]bool{}
 			for _, v := range r.o.violations {
@@ -284,8 +336,11 @@ func TestPropertySeeded(t *testing.T) {
 		seeds := byKind[k]
 		t.Logf("%d seeds failed with %q, first %v", len(seeds), k, seeds[:min(len(seeds), 10)])
 	}
-	t.Logf("%d seeds, %d critical-section entries, %d takeovers, %d crashes, %d leaves, %d pauses, %d partitions; %d failing; slowest recovery: seed %d waited %d of its %d-tick bound",
-		n, entries, takeovers, faults[0], faults[1], faults[2], faults[3], failures, worst.seed, worst.o.maxWait, worst.o.bound)
+	t.Logf("%d seeds, %d critical-section entries, %d takeovers, %d crashes (%d of them observers crashing together), %d leaves, %d pauses, %d partitions; %d failing; slowest recovery: seed %d waited %d of its %d-tick bound",
+		n, entries, takeovers, faults[0], observerCrashes, faults[1], faults[2], faults[3], failures, worst.seed, worst.o.maxWait, worst.o.bound)
+	if admitted+promoted > 0 {
+		t.Logf("observers: %d admitted, %d promoted to voters", admitted, promoted)
+	}
 }
 
 // violationKind names a violation by its first words, for the census.
@@ -298,7 +353,7 @@ func violationKind(v string) string {
 	return strings.Join(words[:min(len(words), 4)], " ")
 }
 
-func report(t *testing.T, seed int64, o outcome) {
+func report(t *testing.T, name string, seed int64, o outcome) {
 	t.Helper()
 	if !o.failed() {
 		t.Logf("seed %d passed: %+v, %d entries, trace %x", seed, o.sc, o.entries, o.hash)
@@ -312,7 +367,7 @@ func report(t *testing.T, seed int64, o outcome) {
 		}
 		msg += "\n  " + v
 	}
-	t.Errorf("%s\nreplay: go test ./internal/simtest -run TestPropertySeeded -sim.seed=%d -v", msg, seed)
+	t.Errorf("%s\nreplay: go test ./internal/simtest -run '%s$' -sim.seed=%d -v", msg, name, seed)
 }
 
 // regressionSeeds failed once, outside the default sweep's range; each is
@@ -352,7 +407,7 @@ var regressionSeeds = []int64{
 func TestRegressionSeeds(t *testing.T) {
 	for _, seed := range regressionSeeds {
 		if o := runSeed(seed, nil); o.failed() {
-			report(t, seed, o)
+			report(t, "TestPropertySeeded", seed, o)
 		}
 	}
 }

@@ -48,6 +48,10 @@ type Options struct {
 	DriftPPM int
 	// Tweak adjusts every node's configuration.
 	Tweak func(*arbiter.Config)
+	// Observers is how many hosts, the last ones, ask to join as observers
+	// (arbiter.Config.Observer); the group admits them as voters while it
+	// has fewer than arbiter.MinVoters.
+	Observers int
 	// Drop, if set, decides the fate of each copy before Loss does: scenario
 	// tests drop exactly the datagram the paper's story loses.
 	Drop func(d *Datagram) bool
@@ -177,6 +181,7 @@ func (s *Sim) Config(i int, bootstrap bool) arbiter.Config {
 	cfg.Inc = s.Rand.Uint64() | 1
 	cfg.Addr = s.Hosts[i].Addr
 	cfg.Bootstrap = bootstrap
+	cfg.Observer = s.asksObserver(i)
 	// The simulated network carries the group's datagrams alone, as a
 	// group key would make a real one; tests that forge datagrams say
 	// otherwise by a Tweak.
@@ -186,6 +191,9 @@ func (s *Sim) Config(i int, bootstrap bool) arbiter.Config {
 	}
 	return cfg
 }
+
+// asksObserver reports whether host i asks to join as an observer.
+func (s *Sim) asksObserver(i int) bool { return i >= len(s.Hosts)-s.Opt.Observers }
 
 // Start runs a new incarnation in host i (a fresh process: it joins, or with
 // bootstrap founds the group).

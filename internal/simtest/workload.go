@@ -190,16 +190,22 @@ type Faults struct {
 	// Probabilities per tick.
 	CrashRate, LeaveRate, PauseRate, PartitionRate float64
 	Aim                                            float64
-	RestartMin, RestartMax                         int // ticks before a crashed or stopped host starts a new incarnation
-	PauseMin, PauseMax                             int // ticks a pause lasts
-	PartitionMin, PartitionMax                     int // ticks a partition lasts
-	MaxDown                                        int // at most this many hosts crashed or paused at once
-	restartAt                                      map[int]int64
-	resumeAt                                       map[int]int64
-	pausedFor                                      map[int]int64 // ticks the current pause of a host lasts
-	healAt                                         int64
+	// ObserversCrashRate is the probability per tick that every observer
+	// crashes at once, holders and waiters among them: a host running
+	// many scripts' locks dies. The group keeps its majority, however
+	// many they are.
+	ObserversCrashRate         float64
+	RestartMin, RestartMax     int // ticks before a crashed or stopped host starts a new incarnation
+	PauseMin, PauseMax         int // ticks a pause lasts
+	PartitionMin, PartitionMax int // ticks a partition lasts
+	MaxDown                    int // at most this many hosts crashed or paused at once
+	restartAt                  map[int]int64
+	resumeAt                   map[int]int64
+	pausedFor                  map[int]int64 // ticks the current pause of a host lasts
+	healAt                     int64
 	// Counts of what was injected, for the report.
 	Crashes, Leaves, Pauses, Partitions int
+	ObserverCrashes                     int // hosts crashed by ObserversCrashRate
 }
 
 // NewFaults returns a fault injector for s; it does nothing until rates are
@@ -235,6 +241,9 @@ func (f *Faults) Step() {
 	if f.healAt != 0 && now >= f.healAt {
 		f.healAt = 0
 		s.Heal()
+	}
+	if f.ObserversCrashRate > 0 && s.Rand.Float64() < f.ObserversCrashRate {
+		f.crashObservers()
 	}
 	crash := s.Rand.Float64() < f.CrashRate
 	leave := s.Rand.Float64() < f.LeaveRate
@@ -287,6 +296,19 @@ func (f *Faults) Step() {
 	}
 }
 
+// crashObservers crashes every running host that is an observer in its own
+// view. Each still passes mayCrash, which counts no observer: the guard
+// stays honest should an observer's view and the group's disagree.
+func (f *Faults) crashObservers() {
+	s := f.s
+	for _, h := range s.Hosts {
+		if h.Alive && !h.Paused && h.Node.HasState() && !h.Node.Stopped() && h.Node.Observer() && f.mayCrash(h) {
+			f.ObserverCrashes++
+			s.Crash(h.Index)
+		}
+	}
+}
+
 // mayCrash reports whether crashing h (or its leaving, which a cut-off
 // group cannot record) leaves a majority of the group's view running, in the
 // view of every running host: views differ when a leave or a join was
@@ -318,8 +340,12 @@ func (f *Faults) mayCrash(h *Host) bool {
 			continue
 		}
 		view := x.Node.Members()
-		k := 0
+		k, voters := 0, 0
 		for _, m := range view {
+			if m.Observer {
+				continue // counts for no majority, alive or dead
+			}
+			voters++
 			if running(m) {
 				k++
 			}
@@ -329,15 +355,17 @@ func (f *Faults) mayCrash(h *Host) bool {
 		// up, stopped, which then never answers): count it in the view,
 		// not running. Seed 4693: a crash in a view of 7 with 4 running,
 		// then such an admission, left 4 of 8.
+		// One that asks to be an observer is admitted as a voter only
+		// while the group has fewer than MinVoters.
 		outside := 0
 		for _, y := range s.Hosts {
 			if y != h && y.Alive && !slices.ContainsFunc(view, func(m arbiter.MemberInfo) bool {
 				return m.ID == y.Node.ID() && m.Inc == y.Node.Inc()
-			}) {
+			}) && (voters < arbiter.MinVoters || !s.asksObserver(y.Index)) {
 				outside++
 			}
 		}
-		if 2*k <= len(view)+outside {
+		if 2*k <= voters+outside {
 			return false
 		}
 	}

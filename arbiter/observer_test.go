@@ -1,0 +1,198 @@
+package arbiter_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/internal/simtest"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// newObserverGroup starts hosts of which the last observers ask to be
+// observers, and waits until every host joined. The admission order depends
+// on the seed (a newcomer that asks to be an observer is admitted as a voter
+// while the group has fewer than MinVoters): it takes the first seed from
+// seed on whose group has exactly the voters and observers asked for.
+func newObserverGroup(t *testing.T, hosts, observers int, seed int64) *simtest.Sim {
+	t.Helper()
+	for try := seed; try < seed+50; try++ {
+		s := simtest.New(simtest.Options{Seed: try, Hosts: hosts, Observers: observers, Trace: traceTo(t)})
+		waitUntil(t, s, 300, "every host joined", func() bool {
+			for _, h := range s.Hosts {
+				if !h.Node.Joined() {
+					return false
+				}
+			}
+			return true
+		})
+		if v, o := voters(s.Hosts[0]); v == hosts-observers && o == observers {
+			return s
+		}
+	}
+	t.Fatalf("no seed from %d on gives %d voters and %d observers", seed, hosts-observers, observers)
+	return nil
+}
+
+// voters counts the voters and the observers in h's view.
+func voters(h *simtest.Host) (v, o int) {
+	for _, m := range h.Node.Members() {
+		if m.Observer {
+			o++
+		} else {
+			v++
+		}
+	}
+	return v, o
+}
+
+// observerHosts returns the hosts that are observers in their own view.
+func observerHosts(s *simtest.Sim) []*simtest.Host {
+	var out []*simtest.Host
+	for _, h := range s.Hosts {
+		if h.Alive && h.Node.Observer() {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// A script host dies with its lock jobs: every observer crashes at once, the
+// holder of the lock and the members queued behind it among them, and with
+// them, in the second case, the server. Had they been voters (four of seven),
+// the group would have lost its majority and could never remove them; as
+// observers they count for none, so the group removes them one per turn once
+// their leases have run out (a takeover first, where the server died) and
+// grants the lock to the voter queued behind them.
+func TestObserversDyingTogetherLeaveTheMajority(t *testing.T) {
+	for _, withServer := range []bool{false, true} {
+		name := "observers"
+		if withServer {
+			name = "observers and the server"
+		}
+		t.Run(name, func(t *testing.T) {
+			s := newObserverGroup(t, 7, 4, 11)
+			obs := observerHosts(s)
+			for _, h := range obs {
+				acquire(t, s, h, "r")
+			}
+			waitUntil(t, s, 100, "an observer holds r", func() bool {
+				return holds(obs[0], "r") || holds(obs[1], "r") || holds(obs[2], "r") || holds(obs[3], "r")
+			})
+			srv := server(s)
+			var voter *simtest.Host
+			for _, h := range s.Hosts {
+				if !h.Node.Observer() && h != srv {
+					voter = h
+					break
+				}
+			}
+			acquire(t, s, voter, "r")
+			waitUntil(t, s, 100, "the voter queued behind the observers", func() bool {
+				for _, r := range voter.Node.Resources() {
+					if r.Name == "r" && len(r.Queue) == len(obs) {
+						return true
+					}
+				}
+				return false
+			})
+			for _, h := range obs {
+				s.Crash(h.Index)
+			}
+			if withServer {
+				s.Crash(srv.Index)
+			}
+			died := s.Tick()
+			cfg := arbiter.DefaultConfig()
+			p := cfg.Params
+			bound := 2*(int(p.TakeoverTicks)+3*cfg.StaggerTicks+cfg.ClaimTicks) + 2*int(p.LeaseTicks+p.LeaseMarginTicks) + (len(obs)+2)*(cfg.TurnTicks+cfg.PingTimeoutTicks)
+			waitUntil(t, s, bound, "the voter holds r", func() bool { return holds(voter, "r") })
+			if v, o := voters(voter); v != 3-boolInt(withServer) || o != 0 {
+				t.Errorf("the voter's view: %d voters and %d observers, want %d and 0", v, o, 3-boolInt(withServer))
+			}
+			if tk := takeovers(s); withServer != (len(tk) > 0) {
+				t.Errorf("takeovers %+v with the server killed %v", tk, withServer)
+			}
+			t.Logf("r granted to the voter %d ticks after the crash", s.Tick()-died)
+			checkClean(t, s)
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Voters that leave are replaced by observers, promoted one per SYNC, so
+// that a group that started with three voters still has three when all
+// three have left: the last observers left can then lose a voter, the
+// server, and take over. The server leaves first: the dangerous case, since
+// it must promote the member it hands its turn to.
+func TestVotersLeavingPromoteObservers(t *testing.T) {
+	s := newObserverGroup(t, 6, 3, 11)
+	var first []*simtest.Host
+	for _, h := range s.Hosts {
+		if !h.Node.Observer() {
+			first = append(first, h)
+		}
+	}
+	leaveFirst := server(s)
+	order := []*simtest.Host{leaveFirst}
+	for _, h := range first {
+		if h != leaveFirst {
+			order = append(order, h)
+		}
+	}
+	for i, h := range order {
+		if err := h.Node.Leave(); err != nil {
+			t.Fatalf("h%d Leave: %v", h.Index, err)
+		}
+		s.Flush(h)
+		waitUntil(t, s, 600, "the leaver left and an observer was promoted", func() bool {
+			if !h.Node.Stopped() {
+				return false
+			}
+			for _, x := range s.Hosts {
+				if x.Alive && !x.Node.Stopped() {
+					if v, _ := voters(x); v != 3 || slices.ContainsFunc(x.Node.Members(), func(m arbiter.MemberInfo) bool { return m.ID == h.Node.ID() }) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		t.Logf("voter %d of 3 left at tick %d", i+1, s.Tick())
+	}
+	promoted := 0
+	for _, sync := range decisions[*wire.Sync](s) {
+		if sync.Promote != 0 {
+			promoted++
+		}
+	}
+	if promoted != 3 {
+		t.Errorf("%d promotions, want 3", promoted)
+	}
+	for _, h := range s.Hosts {
+		if h.Alive && !h.Node.Stopped() && (h.Node.Observer() || !hasEvent(h, arbiter.EventPromoted)) {
+			t.Errorf("h%d: observer %v, told of its promotion %v", h.Index, h.Node.Observer(), hasEvent(h, arbiter.EventPromoted))
+		}
+	}
+	// The promoted voters carry the group on their own: the server dies.
+	srv := server(s)
+	s.Crash(srv.Index)
+	var other *simtest.Host
+	for _, h := range s.Hosts {
+		if h.Alive && !h.Node.Stopped() && h != srv {
+			other = h
+			break
+		}
+	}
+	acquire(t, s, other, "r")
+	cfg := arbiter.DefaultConfig()
+	p := cfg.Params
+	waitUntil(t, s, 2*(int(p.TakeoverTicks)+3*cfg.StaggerTicks+cfg.ClaimTicks)+int(p.LeaseTicks+p.LeaseMarginTicks), "r granted after the takeover", func() bool { return holds(other, "r") })
+	checkClean(t, s)
+}
