@@ -86,6 +86,14 @@ type Config struct {
 	// Bootstrap lets Join found a new group when none answers within
 	// JoinTimeout. Without it, Join waits for a group (until ctx ends).
 	Bootstrap bool
+	// Observer joins as an observer: a member that takes locks but
+	// neither votes, nor serves, nor backs the server up, so that its
+	// death, with any number of others, never costs the group its
+	// majority (arbiter.Config.Observer). The group admits it as one while
+	// it has at least arbiter.MinVoters voters, as a voter before that, and
+	// promotes observers when voters go. For short-lived members: mcnode
+	// lock without a daemon sets it.
+	Observer bool
 	// NoGroupAfter, if set and Bootstrap is not, makes Join give up with
 	// ErrNoGroup when no member of the group has answered within it. A
 	// group that has answered is waited for until ctx ends: a takeover
@@ -293,6 +301,7 @@ func (c *Config) machine(inc uint64, addr string, firstT uint64) (arbiter.Config
 	m.Addr = addr
 	m.Limits = limits(*c)
 	m.Authenticated = len(c.Keys) > 0
+	m.Observer = c.Observer
 	m.Params = wire.Params{
 		TurnLength:       uint64(c.TurnLength),
 		MaxMembers:       uint32(c.MaxMembers),

@@ -122,6 +122,7 @@ const (
 	EventQuorumLost      = arbiter.EventQuorumLost
 	EventQuorumRegained  = arbiter.EventQuorumRegained
 	EventStranded        = arbiter.EventStranded
+	EventPromoted        = arbiter.EventPromoted
 )
 
 // Group is one node's membership in a group: the runtime that drives the
@@ -1065,6 +1066,12 @@ func (g *Group) logEvent(e Event) {
 		}
 	case EventStranded:
 		l.Error().Msg(e.Reason)
+	case EventPromoted:
+		if e.Node == g.node.ID() {
+			l.Info().Str("reason", e.Reason).Msg("this observer is a voter now: the group promoted it")
+		} else {
+			l.Info().Uint64("node", uint64(e.Node)).Str("reason", e.Reason).Msg("an observer was promoted to voter")
+		}
 	case EventLeft:
 		if e.Reason == arbiter.LeaveUnconfirmed {
 			l.Warn().Msg("left without the group confirming it (it may still count this node until it removes it)")

@@ -629,3 +629,48 @@ func lockExitStatus(t *testing.T, c *cluster) {
 		t.Fatalf("nonblock: %v: %s", err, out)
 	}
 }
+
+// A host running lock commands without a daemon dies with them: four
+// `mcnode lock` processes, one holding the lock and three queued for it,
+// are killed at once (kill -9), and so is the server's daemon, on another
+// host. The lockers joined as observers, since the group had three daemons
+// to vote: two of its three voters are left, a majority, so the group takes
+// over, removes the dead lockers once their leases ran out, and grants the
+// lock. Had the lockers voted, five of seven members would be dead and the
+// group would grant nothing, for good.
+func TestE2ELockersDieTogetherWithTheServer(t *testing.T) {
+	c := newCluster(t, 4, 3)
+	var lockers []*exec.Cmd
+	for range 4 {
+		l := c.mcnode(3, "lock", "r", "--", "sleep", "60")
+		if err := l.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lockers = append(lockers, l)
+		t.Cleanup(func() { _ = l.Process.Kill(); _ = l.Wait() })
+	}
+	v := c.waitStatus(0, "four observers from host 3, one holding r and three waiting", func(v *statusView) bool {
+		observers := 0
+		for _, m := range v.Members {
+			if m.Observer && c.hostOf(v, m.ID) == 3 {
+				observers++
+			}
+		}
+		return observers == 4 && len(v.Members) == 7 && c.holding("r", 3, 3)(v)
+	})
+	srv := c.hostOf(v, v.Server)
+	if srv < 0 || srv > 2 {
+		t.Fatalf("the server, node %d, is on host %d: want a daemon's host", v.Server, srv)
+	}
+	for _, l := range lockers {
+		_ = l.Process.Kill()
+	}
+	c.kill(srv)
+	killed := time.Now()
+	other := (srv + 1) % 3
+	if out, err := c.mcnode(other, "lock", "--timeout", "20s", "r", "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("no lock after the lockers and the server died: %v: %s", err, out)
+	}
+	t.Logf("kill -9 of four lockers (one holding r) and of the server: r granted again %v later", time.Since(killed).Round(time.Millisecond))
+	c.waitStatus(other, "the two daemons left, with a quorum", func(v *statusView) bool { return len(v.Members) == 2 && v.QuorumHeld })
+}

@@ -37,7 +37,9 @@ func lockCommand() *cli.Command {
 			"MCNODE_LOCK, MCNODE_TOKEN (the fencing token) and MCNODE_GROUP in its environment,\n" +
 			"then releases the lock, like flock(1) across hosts. It goes through the local\n" +
 			"`mcnode run` daemon if one serves the group, else joins the group for the duration\n" +
-			"(it does not found a group unless --found is given).\n\n" +
+			"(it does not found a group unless --found is given), as an observer where the group\n" +
+			"has three voters: a member that does not vote, so that lock commands dying together\n" +
+			"never cost the group its majority.\n\n" +
 			fmt.Sprintf("NAME is 1 to %d bytes of UTF-8. Flags go before NAME: what follows NAME is the\n", maxLockName) +
 			"command (a COMMAND that starts with \"-\" goes after \"--\").\n\n" +
 			"COMMAND runs in its own process group (--foreground keeps it in the terminal's).\n" +
@@ -339,6 +341,10 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	// work: where it does not, every host would found its own group and all
 	// of them would "hold" the lock.
 	cfg.Bootstrap = c.Bool("found")
+	// A member for one command does not vote where the group has voters
+	// enough: a host running many such commands that dies with them must
+	// not take the group's majority with it.
+	cfg.Observer = true
 	// A group that answered is waited for within --timeout: a takeover
 	// holds newcomers back for up to a lease.
 	cfg.NoGroupAfter = 3 * cfg.JoinTimeout

@@ -95,6 +95,8 @@ func (v statusView) MarshalJSON() ([]byte, error) {
 type memberView struct {
 	ID   uint64 `json:"id"`
 	Addr string `json:"addr"`
+	// Observer: a member that neither votes nor serves (a lock command's).
+	Observer bool `json:"observer,omitempty"`
 }
 
 type resourceView struct {
@@ -113,7 +115,7 @@ func viewStatus(st group.Status) *statusView {
 		Authority: st.Authority, SinceHeard: ms(st.SinceHeard), HeardFrom: uint64(st.HeardFrom),
 		Claiming: st.Claiming, Frozen: st.Frozen, LeaseLeft: ms(st.LeaseLeft)}
 	for _, m := range st.Members {
-		v.Members = append(v.Members, memberView{ID: uint64(m.ID), Addr: m.Addr})
+		v.Members = append(v.Members, memberView{ID: uint64(m.ID), Addr: m.Addr, Observer: m.Observer})
 	}
 	for _, r := range st.Resources {
 		rv := resourceView{Name: r.Name, Holder: uint64(r.Holder), Token: r.Token}
@@ -412,6 +414,9 @@ func printStatus(w io.Writer, v *statusView) {
 		}
 		if m.ID == v.Self {
 			notes = append(notes, "this node")
+		}
+		if m.Observer {
+			notes = append(notes, "observer (does not vote)")
 		}
 		fmt.Fprintf(tw, "  node %d\t%s\t%s\n", m.ID, shown(m.Addr), strings.Join(notes, ", "))
 	}
