@@ -186,6 +186,7 @@ func (c collector) multicastCounts(st group.Status) {
 // multicastGroup reports a member's gauges: the group as it sees it.
 func (c collector) multicastGroup(st group.Status) {
 	c.gauge("mcnode_members", helpMembers, float64(len(st.Members)))
+	c.gauge("mcnode_observers", "Members that do not vote (mcnode lock without a daemon), among mcnode_members.", float64(st.Quorum.Observers))
 	c.gauge("mcnode_epoch", "The epoch of this node's log (each takeover begins one).", float64(st.Epoch))
 	c.gauge("mcnode_timestamp", "The group timestamp T this node has reached.", float64(st.T))
 	c.gauge("mcnode_server", "1 if this node is the server now.", b2f(st.IsServer))

@@ -103,8 +103,11 @@ func TestMetricsMove(t *testing.T) {
 					t.Errorf("%s went from %v to %v over 30 more locks", name, before[name], after[name])
 				}
 			}
-			if after["mcnode_up"] != 1 || after["mcnode_members"] != 3 || after["mcnode_quorum_held"] != 1 {
-				t.Errorf("up %v, members %v, quorum held %v: want 1, 3 and 1", after["mcnode_up"], after["mcnode_members"], after["mcnode_quorum_held"])
+			if after["mcnode_up"] != 1 || after["mcnode_members"] != 3 || after["mcnode_observers"] != 0 || after["mcnode_quorum_held"] != 1 {
+				t.Errorf("up %v, members %v, observers %v, quorum held %v: want 1, 3, 0 and 1", after["mcnode_up"], after["mcnode_members"], after["mcnode_observers"], after["mcnode_quorum_held"])
+			}
+			if _, ok := after["mcnode_observers"]; ok != (mode == mcnode.Multicast) {
+				t.Errorf("mcnode_observers reported %v, want it in multicast mode only", ok)
 			}
 			// Bytes by class (multicast) or kind (quorum) move with the
 			// datagrams or frames they count, a header's worth or more

@@ -247,6 +247,28 @@ func TestStatusPlurals(t *testing.T) {
 	}
 }
 
+// Observers are marked in the member list and counted apart in the quorum
+// line, and --json says which members they are.
+func TestStatusShowsObservers(t *testing.T) {
+	st := group.Status{Group: "g", Self: 1, Server: 1,
+		Members: []group.Member{{ID: 1, Addr: "10.0.0.1:1"}, {ID: 2, Addr: "10.0.0.2:1"}, {ID: 3, Addr: "10.0.0.3:1"}, {ID: 4, Addr: "10.0.0.4:1", Observer: true}},
+		Quorum:  group.Quorum{Held: true, Members: 3, Observers: 1}}
+	var out bytes.Buffer
+	printStatus(&out, viewStatus(st))
+	for _, want := range []string{"quorum held (3 voting members, and 1 observer)", "node 4  10.0.0.4:1  observer (does not vote)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("want %q in:\n%s", want, out.String())
+		}
+	}
+	if strings.Count(out.String(), "observer (does not vote)") != 1 {
+		t.Errorf("want one member marked an observer:\n%s", out.String())
+	}
+	b, err := json.Marshal(viewStatus(st))
+	if err != nil || !strings.Contains(string(b), `{"id":4,"addr":"10.0.0.4:1","observer":true}`) || strings.Count(string(b), `"observer"`) != 1 {
+		t.Errorf("--json: %v %s", err, b)
+	}
+}
+
 // status --json prints the lists that are always there as [] when they are
 // empty, never null (and datagrams_sent as {}): for a new daemon's view,
 // a joining daemon's (which lists nothing) and one decoded from a daemon
