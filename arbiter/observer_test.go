@@ -196,3 +196,37 @@ func TestVotersLeavingPromoteObservers(t *testing.T) {
 	waitUntil(t, s, 2*(int(p.TakeoverTicks)+3*cfg.StaggerTicks+cfg.ClaimTicks)+int(p.LeaseTicks+p.LeaseMarginTicks), "r granted after the takeover", func() bool { return holds(other, "r") })
 	checkClean(t, s)
 }
+
+// An observer holding a lock keeps it through a takeover, as any connected
+// member does: its lease, renewed by its answers to the old server, outlasts
+// the takeover, and the new epoch's server renews it. The server dies at
+// several moments of the hold; another observer's request is granted by the
+// new server meanwhile.
+func TestObserverHolderKeepsItsLockThroughATakeover(t *testing.T) {
+	for off := 0; off < 60; off += 12 {
+		s := newObserverGroup(t, 5, 2, 47)
+		obs := observerHosts(s)
+		holder, waiter := obs[0], obs[1]
+		acquire(t, s, holder, "r")
+		waitUntil(t, s, 30, "the observer holds r", func() bool { return holds(holder, "r") })
+		s.RunTicks(off)
+		srv := server(s)
+		s.Crash(srv.Index)
+		acquire(t, s, waiter, "q")
+		waitUntil(t, s, 600, "the other observer's grant after the takeover", func() bool { return holds(waiter, "q") })
+		if len(takeovers(s)) == 0 {
+			t.Fatalf("server crashed %d ticks into the hold: no takeover", off)
+		}
+		for _, h := range obs {
+			for _, e := range h.Events {
+				if e.Kind == arbiter.EventLost {
+					t.Errorf("server crashed %d ticks into the hold: h%d lost %q: %s", off, h.Index, e.Resource, e.Reason)
+				}
+			}
+		}
+		if !holds(holder, "r") {
+			t.Errorf("server crashed %d ticks into the hold: the observer no longer holds r", off)
+		}
+		checkClean(t, s)
+	}
+}

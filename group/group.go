@@ -1057,7 +1057,7 @@ func (g *Group) logEvent(e Event) {
 				Msg("the group starts above the highest timestamp this node saw before, not at the wall clock, so fencing tokens keep increasing (takeovers move the timestamp ahead of the clock; so does a clock set back)")
 		}
 	case EventJoined:
-		l.Info().Uint64("node", uint64(e.Node)).Int("members", len(g.node.Members())).Uint64("T", e.T).Msg("joined the group")
+		l.Info().Uint64("node", uint64(e.Node)).Int("members", len(g.node.Members())).Bool("observer", g.node.Observer()).Uint64("T", e.T).Msg("joined the group")
 	case EventGroupFull:
 		if g.wasMember {
 			l.Error().Dur("retry_in", g.cfg.LeaseTimeout+g.cfg.LeaseMargin).Msg("the group is full: the rejoin was refused; trying again after a lease")
