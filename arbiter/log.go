@@ -398,7 +398,8 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 	}
 	// A reply of ours to this turn's ping reached the server: the lease runs
 	// from when we sent the first one (the earliest it can have been heard).
-	if at, ok := n.replies[d.Turn]; ok && !selfUnheard {
+	// Unless the lists were cut short: not listed proves nothing then.
+	if at, ok := n.replies[d.Turn]; ok && !selfUnheard && !d.Partial {
 		n.renew(at)
 	}
 	if d.Remove != 0 {

@@ -476,11 +476,17 @@ func (n *Node) endTurn() {
 			unheard = append(unheard, wire.Silence{ID: m.id, Ticks: m.silence + counted})
 		case !s.replied[m.id] && len(sync.Unanswered) < maxList:
 			sync.Unanswered = append(sync.Unanswered, m.id)
+		case !s.replied[m.id]:
+			sync.Partial = true
 		}
 	}
 	// A SYNC lists as many as fit a datagram, longest silent first: those not
-	// listed count as heard (safe: it only delays their removal), and the
-	// ones listed are removed first, so the rest come up in later turns.
+	// listed start their silence again (safe: it only delays their removal),
+	// and the ones listed are removed first, so the rest come up in later
+	// turns. Such a SYNC is Partial, and renews no lease: a member left off
+	// may have been paused all turn, and its answer to this turn's ping,
+	// sent as it resumed, is no proof that it was heard in time.
+	sync.Partial = sync.Partial || len(unheard) > maxList
 	slices.SortStableFunc(unheard, func(a, b wire.Silence) int {
 		switch {
 		case a.Ticks > b.Ticks:

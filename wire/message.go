@@ -278,6 +278,11 @@ type Silence struct {
 // intersect, which is what keeps a takeover from finding a majority that
 // knows nothing of the last view.
 //
+// Partial says that Unheard or Unanswered did not fit the datagram and was
+// cut short: the members it leaves out are no more heard than those it
+// lists, as far as anyone can tell, so the SYNC renews no lease (as a ping
+// whose list does not fit renews none).
+//
 // Promote makes an observer a voter (0: nobody), when the group has fewer
 // voters than it should. It changes the voters as a join does, so it too
 // waits for the last change to be known to a majority, and never comes
@@ -292,6 +297,7 @@ type Sync struct {
 	Remove     NodeID // 0: nobody
 	Backup     NodeID
 	Digest     uint64
+	Partial    bool
 	Promote    NodeID // 0: nobody
 }
 
