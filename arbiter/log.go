@@ -382,8 +382,8 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 		n.refused("a SYNC removing its own server")
 		return false
 	}
-	if m := st.member(d.Promote); d.Promote != 0 && (m == nil || !m.observer) {
-		n.refused(fmt.Sprintf("a SYNC promoting node %d, which is no observer", d.Promote))
+	if m := st.member(d.Promote); d.Promote != 0 && (m == nil || !m.observer || st.voters > MinVoters) {
+		n.refused(fmt.Sprintf("a SYNC promoting node %d, which is no observer, or with %s already", d.Promote, plural(st.voters, "voter")))
 		return false
 	}
 	for _, m := range st.members {

@@ -230,3 +230,124 @@ func TestObserverHolderKeepsItsLockThroughATakeover(t *testing.T) {
 		checkClean(t, s)
 	}
 }
+
+// Two voters of three leave together (a rolling shutdown of two daemons):
+// each leave waits for an observer's promotion, so the group never drops to
+// a lone voter, whose next promoted observer, dying, would stop it. Before,
+// 13 of these 30 seeds went through a lone voter.
+func TestTwoVotersLeavingTogetherPromoteFirst(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		s := newObserverGroup(t, 6, 3, seed*100)
+		srv := server(s)
+		var leavers []*simtest.Host
+		for _, h := range s.Hosts {
+			if !h.Node.Observer() && h != srv {
+				leavers = append(leavers, h)
+			}
+		}
+		for _, h := range leavers {
+			if err := h.Node.Leave(); err != nil {
+				t.Fatal(err)
+			}
+			s.Flush(h)
+		}
+		waitUntil(t, s, 1000, "both left", func() bool { return leavers[0].Node.Stopped() && leavers[1].Node.Stopped() })
+		s.RunTicks(300)
+		for _, h := range s.Hosts {
+			for _, e := range h.Events {
+				if e.Kind == arbiter.EventPromoted && e.Reason != "the group had 3 voters" {
+					t.Errorf("seed %d: h%d: node %d promoted when %s", seed*100, h.Index, e.Node, e.Reason)
+				}
+			}
+			if h.Alive && !h.Node.Stopped() {
+				if v, o := voters(h); v != 3 || o != 1 {
+					t.Errorf("seed %d: h%d: %d voters and %d observers, want 3 and 1", seed*100, h.Index, v, o)
+				}
+			}
+		}
+		checkClean(t, s)
+	}
+}
+
+// A lone voter (the other voters left while the observers were cut off, so
+// none could be promoted first) promotes only an observer it has just heard:
+// the observer it would pick answered the turn's pings and died since. It
+// asks that one directly, finds it gone, and promotes the other; promoting
+// the dead one made two voters of which one was dead, and the group never
+// decided again.
+func TestLoneVoterConfirmsTheObserverItPromotes(t *testing.T) {
+	s, lone, obs := loneVoterWithObservers(t)
+	// The first observer (the one toPromote picks: lowest ID) dies right
+	// after its answer to a ping of the lone voter's turn reaches it.
+	answered := false
+	s.Opt.Delivered = func(d *simtest.Datagram) {
+		if d.From == obs[0].Index && d.To == lone.Index && d.Has(wire.KindPingReply) {
+			answered = true
+		}
+	}
+	waitUntil(t, s, 100, "the first observer answered the lone voter", func() bool { return answered })
+	s.Opt.Delivered = nil
+	for _, sy := range decisions[*wire.Sync](s) {
+		if sy.Promote != 0 {
+			t.Fatalf("promoted %d before the crash", sy.Promote)
+		}
+	}
+	s.Crash(obs[0].Index)
+	waitUntil(t, s, 300, "a promotion", func() bool {
+		return slices.ContainsFunc(decisions[*wire.Sync](s), func(sy *wire.Sync) bool { return sy.Promote != 0 })
+	})
+	for _, sy := range decisions[*wire.Sync](s) {
+		if sy.Promote != 0 && sy.Promote != obs[1].Node.ID() {
+			t.Errorf("SYNC promotes node %d, want the live observer, node %d", sy.Promote, obs[1].Node.ID())
+		}
+	}
+	acquire(t, s, obs[1], "r")
+	if !s.RunUntil(s.Now+3000*simtest.SubTicks, func() bool { return holds(obs[1], "r") }) {
+		v, o := voters(lone)
+		t.Errorf("the live observer is never granted r: the lone voter's view has %d voters, %d observers, quorum %v", v, o, lone.Node.Quorum())
+	}
+	checkClean(t, s)
+}
+
+// loneVoterWithObservers makes a group of one voter and two observers (all
+// connected, none promoted yet): three voters and two observers, the
+// observers cut off for one turn while the two other voters leave, then the
+// network heals before the observers' silence reaches the lease.
+func loneVoterWithObservers(t *testing.T) (s *simtest.Sim, lone *simtest.Host, obs []*simtest.Host) {
+	s = newObserverGroup(t, 5, 2, 11)
+	obs = observerHosts(s)
+	var vs []int
+	for _, h := range s.Hosts {
+		if !h.Node.Observer() {
+			vs = append(vs, h.Index)
+		}
+	}
+	s.Partition(vs, []int{obs[0].Index, obs[1].Index})
+	// Let a whole turn pass, so that the observers answered none of the
+	// current turn's pings (a stale answer would be promoted at once).
+	syncs := len(decisions[*wire.Sync](s))
+	waitUntil(t, s, 200, "a turn ended", func() bool { return len(decisions[*wire.Sync](s)) > syncs })
+	lone = server(s)
+	for _, i := range vs {
+		h := s.Hosts[i]
+		if h == lone {
+			continue
+		}
+		if err := h.Node.Leave(); err != nil {
+			t.Fatal(err)
+		}
+		s.Flush(h)
+		waitUntil(t, s, 100, "the voter left", func() bool { return h.Node.Stopped() })
+	}
+	if v, o := voters(lone); v != 1 || o != 2 || server(s) != lone {
+		t.Fatalf("want a lone voter serving 2 observers: %d voters, %d observers", v, o)
+	}
+	for _, sy := range decisions[*wire.Sync](s) {
+		if sy.Promote != 0 {
+			t.Fatalf("promoted %d during setup", sy.Promote)
+		}
+	}
+	s.Heal()
+	slices.SortFunc(obs, func(a, b *simtest.Host) int { return int(a.Node.ID()) - int(b.Node.ID()) })
+	return s, lone, obs
+}

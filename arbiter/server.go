@@ -47,6 +47,12 @@ type tenure struct {
 	confirming wire.NodeID
 	confirmAt  uint64
 	confirmed  bool
+	// promoteFirst: a voter's leave waits for an observer's promotion (see
+	// wantsPromotion). promoting is the observer a lone voter confirmed
+	// alive for its SYNC to promote; unpromotable those it found dead.
+	promoteFirst bool
+	promoting    wire.NodeID
+	unpromotable map[wire.NodeID]bool
 	// lazy are decisions applied, not yet sent, because nobody waits on
 	// them: they ride in the next datagram to all. lazyDue is when they go
 	// out alone at the latest (0: only at the next ping, for what may wait
@@ -390,6 +396,24 @@ func (n *Node) maybeEndTurn() bool {
 			}
 		}
 	}
+	if n.st.voters == 1 && n.srv.promoting == 0 && n.wantsPromotion() && n.viewCommitted() {
+		// A lone voter promotes only an observer it has just heard: the
+		// two voters it makes both count, and a dead one would stop the
+		// group for good.
+		if c := n.toPromote(); c != 0 {
+			switch n.memberAlive(c) {
+			case backupWaiting:
+				return false
+			case backupAnswers:
+				n.srv.promoting = c
+			case backupGone:
+				if n.srv.unpromotable == nil {
+					n.srv.unpromotable = map[wire.NodeID]bool{}
+				}
+				n.srv.unpromotable[c] = true
+			}
+		}
+	}
 	if n.st.voters > 1 {
 		switch n.backupAlive() {
 		case backupWaiting:
@@ -424,8 +448,13 @@ const (
 // dead member leaves the group without a server until a takeover. It is
 // pinged directly, again every PingRetryTicks, and is gone if it has not
 // answered within PingTimeoutTicks.
-func (n *Node) backupAlive() backupState {
-	s, b := n.srv, n.st.backup
+func (n *Node) backupAlive() backupState { return n.memberAlive(n.st.backup) }
+
+// memberAlive asks member b whether it is alive now, as backupAlive asks
+// the backup; the lone voter, which has no backup, asks so of the observer
+// it would promote.
+func (n *Node) memberAlive(b wire.NodeID) backupState {
+	s := n.srv
 	switch {
 	case b == 0 || n.st.member(b) == nil:
 		return backupGone
@@ -509,8 +538,11 @@ func (n *Node) endTurn() {
 	if len(sync.Unheard) > 0 && sync.Unheard[0].Ticks >= lease && sync.Unheard[0].ID != next && sync.Unheard[0].ID != n.id && (n.viewCommitted() || !st.votes(sync.Unheard[0].ID)) {
 		sync.Remove = sync.Unheard[0].ID
 	}
-	if sync.Remove == 0 && st.voters < MinVoters && n.viewCommitted() {
+	if sync.Remove == 0 && n.wantsPromotion() && n.viewCommitted() {
 		sync.Promote = n.toPromote()
+		if st.voters == 1 {
+			sync.Promote = s.promoting // confirmed alive (maybeEndTurn), or none
+		}
 	}
 	view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return id == sync.Remove })
 	if sync.Promote != 0 {
@@ -564,12 +596,22 @@ func (n *Node) endTurn() {
 	}
 }
 
+// wantsPromotion reports whether this server's SYNC should promote an
+// observer: while the group has fewer than MinVoters voters, or MinVoters
+// with one of them leaving (this server, or a member whose leave waits for
+// the promotion), so that the voters never drop below MinVoters by a leave
+// while there are observers to promote.
+func (n *Node) wantsPromotion() bool {
+	st, s := n.st, n.srv
+	return st.observers() > 0 && (st.voters < MinVoters || st.voters == MinVoters && (s.leaving || s.promoteFirst))
+}
+
 // toPromote picks the observer a SYNC makes a voter: the longest in the
 // group (lowest ID) of those that answered this turn's pings in this epoch,
 // so that it holds the log and is alive; 0 if none did.
 func (n *Node) toPromote() wire.NodeID {
 	for _, m := range n.st.members {
-		if m.observer && n.srv.answered[m.id] {
+		if m.observer && n.srv.answered[m.id] && !n.srv.unpromotable[m.id] {
 			return m.id
 		}
 	}
@@ -788,6 +830,16 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 		case h.From == n.id:
 			// The last member leaves: the group ends.
 			n.decide(&wire.Left{T: st.t, Next: st.t + 1, Epoch: ep, ID: n.id}, true)
+		case st.votes(h.From) && st.voters <= MinVoters && st.observers() > 0 && (n.toPromote() != 0 || n.now-n.srv.start < uint64(n.cfg.PingTimeoutTicks)):
+			// A voter leaving a group of MinVoters voters or fewer waits
+			// until this turn's SYNC has promoted an observer (one that
+			// answers; early in the turn none may have yet), so that the
+			// voters do not drop below MinVoters while observers could
+			// stand in. Two voters leaving together would otherwise leave
+			// a lone voter, whose next promoted observer, dying, would stop
+			// the group. The leaver asks again; so does a leaving backup.
+			n.srv.promoteFirst = true
+			n.keepForReplay(in)
 		case h.From == st.backup && st.voters > 2 && !n.turnToLeaver[h.From]:
 			// Dropping the backup now would leave this server without
 			// one, and it would take over from itself (a new epoch, the

@@ -562,7 +562,7 @@ func (r *reference) apply(d wire.Decision, t uint64) string {
 			if !r.observers[d.Promote] {
 				return fmt.Sprintf("promotion of node %d, which is no observer", d.Promote)
 			}
-			if voters := len(r.members) - len(r.observers); voters >= arbiter.MinVoters {
+			if voters := len(r.members) - len(r.observers); voters > arbiter.MinVoters {
 				return fmt.Sprintf("promotion of node %d with %d voters", d.Promote, voters)
 			}
 			delete(r.observers, d.Promote)
