@@ -148,7 +148,16 @@
 // server admits an observer as one only while the group has MinVoters
 // voters, and while it has fewer, a SYNC promotes an observer that answered
 // its turn's pings: a change of the voters like a join, made only once the
-// last change is known to a majority, never in the SYNC that removes.
+// last change is known to a majority, never in the SYNC that removes. A
+// voter's leave that would leave fewer than MinVoters waits for such a
+// promotion, and a lone voter promotes only an observer it has just heard
+// (the two voters it makes must both live). A voter that asked to be an
+// observer (promoted, or admitted while voters were short) becomes one
+// again in a SYNC (Demote) once the group has more voters than MinVoters,
+// all of them answering, and its promotion is a lease old: so the voters
+// are, where they can be, the members that asked to be. A SYNC makes one
+// change of the voters at most; one whose lists of unheard or unanswered
+// members did not fit renews no lease (Partial).
 //
 // Tokens. A fencing token is the T of the grant, or, for a resource taken on
 // the holder's release, the T the taker's log had reached then, which is

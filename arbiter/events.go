@@ -70,6 +70,9 @@ const (
 	// EventPromoted: the observer Node became a voter at T, since the
 	// group had fewer than MinVoters (see Config.Observer).
 	EventPromoted
+	// EventDemoted: Node, a voter that asked to be an observer, became one
+	// again at T, since the group had voters to spare.
+	EventDemoted
 )
 
 var eventNames = [...]string{
@@ -79,7 +82,7 @@ var eventNames = [...]string{
 	EventGranted: "granted", EventReleased: "released", EventLost: "lost", EventUpdate: "update",
 	EventEpoch: "epoch", EventTakeoverStarted: "takeover-started", EventTakeoverWon: "takeover-won",
 	EventTakeoverFailed: "takeover-failed", EventStepDown: "step-down", EventQuorumLost: "quorum-lost",
-	EventQuorumRegained: "quorum-regained", EventStranded: "stranded", EventPromoted: "promoted",
+	EventQuorumRegained: "quorum-regained", EventStranded: "stranded", EventPromoted: "promoted", EventDemoted: "demoted",
 }
 
 // String returns the kind's name.

@@ -60,7 +60,7 @@ func (n *Node) found() {
 	n.st = newState(n.cfg.Inc, n.cfg.Params)
 	n.st.t = max(1, n.cfg.FirstT) // T 0 is never a decision, so no fencing token is ever 0
 	// The founder votes, whatever it asked: a group must have a voter.
-	n.st.addMember(1, n.cfg.Inc, n.cfg.Addr, false)
+	n.st.addMember(1, n.cfg.Inc, n.cfg.Addr, false, false)
 	n.st.markEpoch(1, n.st.t)
 	n.promised = 1
 	n.heardAt = n.now

@@ -257,7 +257,7 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 	switch d := d.(type) {
 	case *wire.OkToJoin:
 		before := st.voters
-		if d.ID != st.nextID || (d.Observer && before < MinVoters) || !st.addMember(d.ID, d.Inc, d.Addr, d.Observer) {
+		if d.ID != st.nextID || (d.Observer && before < MinVoters) || !st.addMember(d.ID, d.Inc, d.Addr, d.Observer, d.Transient) {
 			n.refused(fmt.Sprintf("OkToJoin of node %d, which the state cannot admit", d.ID))
 			return false
 		}
@@ -386,6 +386,10 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 		n.refused(fmt.Sprintf("a SYNC promoting node %d, which is no observer, or with %s already", d.Promote, plural(st.voters, "voter")))
 		return false
 	}
+	if m := st.member(d.Demote); d.Demote != 0 && (m == nil || m.observer || !m.transient || st.voters <= MinVoters || d.Demote == st.server() || d.Demote == st.backup) {
+		n.refused(fmt.Sprintf("a SYNC demoting node %d, which is no transient voter, or the server or the next, or with %s only", d.Demote, plural(st.voters, "voter")))
+		return false
+	}
 	for _, m := range st.members {
 		m.silence = 0
 	}
@@ -413,9 +417,23 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 	if d.Promote != 0 {
 		st.member(d.Promote).observer = false
 		_ = st.rebuildSchedule() // one more voter, sorted and unique: cannot fail
+		if n.promotedAt == nil {
+			n.promotedAt = map[wire.NodeID]uint64{}
+		}
+		n.promotedAt[d.Promote] = n.now
 		st.viewT = t
 		n.viewAckDue = true
 		n.emit(Event{Kind: EventPromoted, Node: d.Promote, T: t, Reason: fmt.Sprintf("the group had %s", plural(st.voters-1, "voter"))})
+	}
+	if d.Demote != 0 {
+		st.member(d.Demote).observer = true
+		_ = st.rebuildSchedule() // one voter fewer: cannot fail
+		st.viewT = t
+		n.viewAckDue = true
+		if d.Demote == n.id && n.claim != nil {
+			n.abandonClaim("this node is an observer again")
+		}
+		n.emit(Event{Kind: EventDemoted, Node: d.Demote, T: t, Reason: fmt.Sprintf("the group had %s", plural(st.voters+1, "voter"))})
 	}
 	if d.Backup == n.id && st.backup != n.id {
 		// This node backs the next server up: the grantees and queue heads
@@ -642,7 +660,7 @@ func (n *Node) wantNext(d wire.Decision) (uint64, error) {
 		if st.voters == 1 {
 			to = st.server()
 		}
-		view := without(d.Remove)
+		view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return id == d.Remove || id == d.Demote })
 		if d.Promote != 0 {
 			view = append(view, d.Promote)
 		}

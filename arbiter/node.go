@@ -155,8 +155,12 @@ type Node struct {
 	// (see serveMsg): each is given it once, so that leavers cannot pass
 	// the turn round among themselves for good.
 	turnToLeaver map[wire.NodeID]bool
-	anchor       uint64            // tick from which the lease runs
-	replies      map[uint64]uint64 // ping turn → tick of this node's first reply
+	// promotedAt is when this node applied each recent promotion: a server
+	// demotes no member within a lease of its promotion, so that a leave
+	// it stood in for, asked again later, finds it still a voter.
+	promotedAt map[wire.NodeID]uint64
+	anchor     uint64            // tick from which the lease runs
+	replies    map[uint64]uint64 // ping turn → tick of this node's first reply
 	// answered holds this node's first reply to each of the last pings,
 	// by server and probe: a later ping that confirms the answer renews
 	// the lease from it.

@@ -351,3 +351,76 @@ func loneVoterWithObservers(t *testing.T) (s *simtest.Sim, lone *simtest.Host, o
 	slices.SortFunc(obs, func(a, b *simtest.Host) int { return int(a.Node.ID()) - int(b.Node.ID()) })
 	return s, lone, obs
 }
+
+// A voter leaves (a daemon stops): an observer (a lock command) is promoted
+// in its place. The daemon comes back and rejoins as a voter: the promoted
+// observer, which asked to be one, steps back a lease after its promotion
+// (Sync.Demote), so that the group's voters are the daemons again. Then the
+// script host dies with every lock command, the one promoted before among
+// them, and so does the server's host: two of three voters are left, and the
+// group grants again. Without the demotion the group had four voters, two
+// of them dead, and never granted again.
+func TestPromotedObserverStepsBackWhenAVoterReturns(t *testing.T) {
+	s := newObserverGroup(t, 7, 4, 11)
+	srv := server(s)
+	var leaver *simtest.Host
+	for _, h := range s.Hosts {
+		if !h.Node.Observer() && h != srv {
+			leaver = h
+			break
+		}
+	}
+	if err := leaver.Node.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	s.Flush(leaver)
+	waitUntil(t, s, 600, "the voter left and an observer was promoted", func() bool {
+		if !leaver.Node.Stopped() {
+			return false
+		}
+		v, o := voters(srv)
+		return v == 3 && o == 3
+	})
+	// The daemon comes back (a restart): it asks to be a voter.
+	s.Crash(leaver.Index)
+	s.Start(leaver.Index, false)
+	waitUntil(t, s, 600, "the daemon rejoined", func() bool { return leaver.Node.Joined() })
+	rejoined := s.Tick()
+	waitUntil(t, s, 600, "every view has the daemon, and the promoted observer an observer again", func() bool {
+		for _, h := range s.Hosts {
+			if h.Alive && !h.Node.Stopped() {
+				if v, o := voters(h); v != 3 || o != 4 || !slices.ContainsFunc(h.Node.Members(), func(m arbiter.MemberInfo) bool { return m.ID == leaver.Node.ID() && !m.Observer }) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	t.Logf("the promoted observer stepped back %d ticks after the daemon rejoined", s.Tick()-rejoined)
+	// The script host dies (every host that asked to be an observer, the
+	// promoted one among them), and so does the server's host.
+	srv = server(s)
+	var survivor *simtest.Host
+	for i, h := range s.Hosts {
+		if i >= len(s.Hosts)-4 {
+			s.Crash(i)
+		} else if h != srv && survivor == nil {
+			survivor = h
+		}
+	}
+	if srv.Index < len(s.Hosts)-4 {
+		s.Crash(srv.Index)
+	}
+	acquire(t, s, survivor, "r")
+	cfg := arbiter.DefaultConfig()
+	p := cfg.Params
+	bound := 4*(int(p.TakeoverTicks)+3*cfg.StaggerTicks+cfg.ClaimTicks) + 4*int(p.LeaseTicks+p.LeaseMarginTicks) + 10*(cfg.TurnTicks+cfg.PingTimeoutTicks)
+	if !s.RunUntil(s.Now+int64(bound)*simtest.SubTicks, func() bool { return holds(survivor, "r") }) {
+		v, o := voters(survivor)
+		t.Errorf("no grant within %d ticks: the survivor's view has %d voters, %d observers; quorum %v", bound, v, o, survivor.Node.Quorum())
+	}
+	if !slices.ContainsFunc(decisions[*wire.Sync](s), func(sy *wire.Sync) bool { return sy.Demote != 0 }) {
+		t.Error("no SYNC demoted anybody")
+	}
+	checkClean(t, s)
+}

@@ -544,7 +544,10 @@ func (n *Node) endTurn() {
 			sync.Promote = s.promoting // confirmed alive (maybeEndTurn), or none
 		}
 	}
-	view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return id == sync.Remove })
+	if sync.Remove == 0 && sync.Promote == 0 && n.mayDemote() {
+		sync.Demote = n.toDemote(next)
+	}
+	view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return id == sync.Remove || id == sync.Demote })
 	if sync.Promote != 0 {
 		view = append(view, sync.Promote)
 	}
@@ -555,7 +558,7 @@ func (n *Node) endTurn() {
 	}
 	sync.Next = nextT
 	if st.voters > 1 || sync.Promote != 0 {
-		ok := func(id wire.NodeID) bool { return s.answered[id] && id != sync.Remove }
+		ok := func(id wire.NodeID) bool { return s.answered[id] && id != sync.Remove && id != sync.Demote }
 		if s.leaving {
 			// Not this node, unless no other answered: the next server
 			// would hand the turn straight back to a leaving backup.
@@ -604,6 +607,49 @@ func (n *Node) endTurn() {
 func (n *Node) wantsPromotion() bool {
 	st, s := n.st, n.srv
 	return st.observers() > 0 && (st.voters < MinVoters || st.voters == MinVoters && (s.leaving || s.promoteFirst))
+}
+
+// mayDemote reports whether this server's SYNC may make a transient voter
+// an observer again: the group has more voters than MinVoters, every one
+// of them answered this turn (a live voter taken from the count where dead
+// ones are not yet removed could turn a bare majority into none: seed 354
+// of the observers' property test), the last change is known to a
+// majority, and no voter's leave is under way (a demotion then would only
+// call for another promotion).
+func (n *Node) mayDemote() bool {
+	st, s := n.st, n.srv
+	if st.voters <= MinVoters || s.leaving || s.promoteFirst || !n.viewCommitted() {
+		return false
+	}
+	for _, m := range st.members {
+		if !m.observer && m.id != n.id && !s.answered[m.id] {
+			return false
+		}
+	}
+	for _, in := range s.replay {
+		if _, ok := in.m.(*wire.LeaveRequest); ok && st.votes(in.h.From) {
+			return false
+		}
+	}
+	return true
+}
+
+// toDemote picks the transient voter a SYNC makes an observer: the newest
+// (highest ID) but this server and the next, and but one promoted within a
+// lease; 0 if there is none.
+func (n *Node) toDemote(next wire.NodeID) wire.NodeID {
+	for id, at := range n.promotedAt {
+		if n.now-at >= n.st.params.LeaseTicks || !n.st.votes(id) {
+			delete(n.promotedAt, id) // the map keeps recent promotions only
+		}
+	}
+	for i := len(n.st.members) - 1; i >= 0; i-- {
+		m := n.st.members[i]
+		if _, recent := n.promotedAt[m.id]; !m.observer && m.transient && m.id != n.id && m.id != next && !recent {
+			return m.id
+		}
+	}
+	return 0
 }
 
 // toPromote picks the observer a SYNC makes a voter: the longest in the
@@ -913,7 +959,7 @@ func (n *Node) serveJoin(in inbound, m *wire.JoinRequest) {
 	if err != nil {
 		return
 	}
-	n.decide(&wire.OkToJoin{T: st.t, Next: next, Epoch: st.epoch, Inc: m.Inc, ID: id, Addr: m.Addr, Members: uint32(len(st.members) + 1), Observer: observer}, true)
+	n.decide(&wire.OkToJoin{T: st.t, Next: next, Epoch: st.epoch, Inc: m.Inc, ID: id, Addr: m.Addr, Members: uint32(len(st.members) + 1), Observer: observer, Transient: m.Observer}, true)
 	n.sendSnapshot(in.src)
 }
 

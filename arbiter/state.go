@@ -50,7 +50,10 @@ type member struct {
 	decided []uint64 // sorted, all > floor
 	// observer: the member takes locks but neither votes, nor serves, nor
 	// backs the server up, and no majority counts it (see wire.OkToJoin).
-	observer bool
+	// transient: it asked to be one, and votes only while the group is
+	// short of voters (see wire.Sync's Promote and Demote).
+	observer  bool
+	transient bool
 }
 
 type resource struct {
@@ -152,6 +155,13 @@ func (s *state) votes(id wire.NodeID) bool {
 	return m != nil && !m.observer
 }
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // observers counts the members that do not vote.
 func (s *state) observers() int { return len(s.members) - s.voters }
 
@@ -174,12 +184,12 @@ func (s *state) server() wire.NodeID {
 // addMember adds a member, an observer or a voter. It refuses (false) an ID
 // or incarnation already in the view, which a correct log never admits
 // twice.
-func (s *state) addMember(id wire.NodeID, inc uint64, addr string, observer bool) bool {
+func (s *state) addMember(id wire.NodeID, inc uint64, addr string, observer, transient bool) bool {
 	i, found := slices.BinarySearchFunc(s.members, id, func(m *member, id wire.NodeID) int { return cmpID(m.id, id) })
 	if found || id == 0 || s.byInc[inc] != nil {
 		return false
 	}
-	m := &member{id: id, inc: inc, addr: addr, observer: observer}
+	m := &member{id: id, inc: inc, addr: addr, observer: observer, transient: transient || observer}
 	s.members = slices.Insert(s.members, i, m)
 	s.byInc[inc] = m
 	if id >= s.nextID {
@@ -351,7 +361,7 @@ func (s *state) snapshot() *wire.Snapshot {
 	for _, m := range s.members {
 		snap.Members = append(snap.Members, wire.MemberState{
 			ID: m.id, Inc: m.inc, Addr: m.addr, Silence: m.silence, Floor: m.floor,
-			Decided: slices.Clone(m.decided), Observer: m.observer,
+			Decided: slices.Clone(m.decided), Observer: m.observer, Transient: m.transient,
 		})
 	}
 	for _, name := range s.resourceNames() {
@@ -372,7 +382,7 @@ func stateFromSnapshot(snap *wire.Snapshot) *state {
 	for _, m := range snap.Members {
 		mem := &member{
 			id: m.ID, inc: m.Inc, addr: m.Addr, silence: m.Silence, floor: m.Floor,
-			decided: slices.Clone(m.Decided), observer: m.Observer,
+			decided: slices.Clone(m.Decided), observer: m.Observer, transient: m.Transient,
 		}
 		s.members = append(s.members, mem)
 		if s.byInc[m.Inc] == nil {
@@ -421,11 +431,7 @@ func (s *state) digest() uint64 {
 		for _, d := range m.decided {
 			u(d)
 		}
-		if m.observer {
-			u(1)
-		} else {
-			u(0)
-		}
+		u(uint64(btoi(m.observer) | btoi(m.transient)<<1))
 	}
 	names := s.resourceNames()
 	u(uint64(len(names)))

@@ -123,6 +123,7 @@ const (
 	EventQuorumRegained  = arbiter.EventQuorumRegained
 	EventStranded        = arbiter.EventStranded
 	EventPromoted        = arbiter.EventPromoted
+	EventDemoted         = arbiter.EventDemoted
 )
 
 // Group is one node's membership in a group: the runtime that drives the
@@ -1071,6 +1072,12 @@ func (g *Group) logEvent(e Event) {
 			l.Info().Str("reason", e.Reason).Msg("this observer is a voter now: the group promoted it")
 		} else {
 			l.Info().Uint64("node", uint64(e.Node)).Str("reason", e.Reason).Msg("an observer was promoted to voter")
+		}
+	case EventDemoted:
+		if e.Node == g.node.ID() {
+			l.Info().Str("reason", e.Reason).Msg("this node is an observer again, as it asked: the group has voters to spare")
+		} else {
+			l.Info().Uint64("node", uint64(e.Node)).Str("reason", e.Reason).Msg("a voter that asked to be an observer is one again")
 		}
 	case EventLeft:
 		if e.Reason == arbiter.LeaveUnconfirmed {

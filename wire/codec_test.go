@@ -14,7 +14,7 @@ import (
 func samples() []Message {
 	return []Message{
 		&JoinRequest{Inc: 0xdeadbeef, Addr: "10.0.0.7:7946", HaveState: true, Missing: []NodeID{2, 5}, Observer: true},
-		&OkToJoin{T: 41, Next: 64, Inc: 0xdeadbeef, ID: 9, Addr: "10.0.0.7:7946", Members: 4, Observer: true},
+		&OkToJoin{T: 41, Next: 64, Inc: 0xdeadbeef, ID: 9, Addr: "10.0.0.7:7946", Members: 4, Observer: true, Transient: true},
 		&GroupFull{T: 42, Next: 43, Inc: 77, Max: 8},
 		&Greeting{Newcomer: 9, Addr: "10.0.0.2:7946"},
 		&LeaveRequest{},
@@ -28,7 +28,8 @@ func samples() []Message {
 		&Ping{Turn: 64, Probe: 9, Reachable: 4, Prev: 8, ViewT: 12, Unanswered: []NodeID{3, 7}},
 		&PingReply{Turn: 64, Probe: 2},
 		&Sync{T: 95, Next: 128, Turn: 64, Unheard: []Silence{{ID: 3, Ticks: 400}}, Unanswered: []NodeID{5}, Remove: 3, Backup: 4, Digest: 0x1234567890abcdef},
-		&Sync{T: 96, Next: 128, Turn: 64, Backup: 6, Promote: 6},
+		&Sync{T: 96, Next: 128, Turn: 64, Backup: 6, Promote: 6, Partial: true},
+		&Sync{T: 97, Next: 128, Turn: 64, Backup: 6, Demote: 7},
 		&Nak{From: 60, Count: 16},
 		&StateRequest{},
 		&StateChunk{T: 70, Index: 1, Count: 3, Data: []byte{1, 2, 3, 4}, Digest: 0xfedcba9876543210},
@@ -158,6 +159,8 @@ func TestEncoderRefusesInvalidMessages(t *testing.T) {
 		&Grant{T: 5, Next: 5, Resource: "r"},
 		&OkToJoin{T: 1, Next: 2, ID: 0},
 		&Sync{T: 1, Next: 2, Remove: 3, Promote: 4},
+		&Sync{T: 1, Next: 2, Promote: 3, Demote: 4},
+		&Sync{T: 1, Next: 2, Backup: 4, Demote: 4},
 		&StateChunk{T: 1, Index: 2, Count: 2},
 		&Update{Data: make([]byte, 1025)},
 	}
@@ -249,7 +252,7 @@ func TestSnapshotRoundTripAndValidation(t *testing.T) {
 	s := &Snapshot{
 		Instance: 5, T: 99, NextID: 4,
 		Params:  Params{TurnLength: 16, MaxMembers: 8, LeaseTicks: 100, LeaseMarginTicks: 10, TickMicros: 5000},
-		Members: []MemberState{{ID: 1, Inc: 11, Addr: "a"}, {ID: 2, Inc: 22, Addr: "b", Observer: true}, {ID: 3, Inc: 33, Addr: "c", Silence: 7, Floor: 2, Decided: []uint64{4}}},
+		Members: []MemberState{{ID: 1, Inc: 11, Addr: "a"}, {ID: 2, Inc: 22, Addr: "b", Observer: true, Transient: true}, {ID: 3, Inc: 33, Addr: "c", Silence: 7, Floor: 2, Decided: []uint64{4}}},
 		Resources: []ResourceState{
 			{Name: "a", Holder: 1, HolderReq: 2, Token: 90, Queue: []Waiter{{Node: 3, Req: 4, Since: 95}}},
 			{Name: "b", Holder: 3, HolderReq: 1, Token: 12},
@@ -275,14 +278,19 @@ func TestSnapshotRoundTripAndValidation(t *testing.T) {
 		t.Fatalf("member ID not below NextID: err = %v", err)
 	}
 	bad = *s
-	bad.Members = []MemberState{{ID: 1, Observer: true}, {ID: 3, Observer: true}}
+	bad.Members = []MemberState{{ID: 1, Observer: true, Transient: true}, {ID: 3, Observer: true, Transient: true}}
 	if _, err := c.EncodeSnapshot(&bad); !errors.Is(err, ErrLimit) {
 		t.Fatalf("observers only: err = %v", err)
 	}
 	bad = *s
-	bad.Members = []MemberState{{ID: 1}, {ID: 3, Observer: true}}
+	bad.Members = []MemberState{{ID: 1}, {ID: 3, Observer: true, Transient: true}}
 	if _, err := c.EncodeSnapshot(&bad); !errors.Is(err, ErrLimit) {
 		t.Fatalf("an observer for the backup: err = %v", err)
+	}
+	bad = *s
+	bad.Members = []MemberState{{ID: 1}, {ID: 2, Observer: true}, {ID: 3}}
+	if _, err := c.EncodeSnapshot(&bad); !errors.Is(err, ErrLimit) {
+		t.Fatalf("an observer that did not ask to be one: err = %v", err)
 	}
 	bad = *s
 	bad.Epochs = []EpochMark{{Epoch: 2, T: 80}, {Epoch: 1, T: 90}}

@@ -164,10 +164,20 @@ func (m *Sync) Validate(l Limits) error {
 	if err := checkLen("Sync.Unanswered", len(m.Unanswered), l.MaxMembers); err != nil {
 		return err
 	}
-	if m.Promote != 0 && m.Remove != 0 {
-		return fmt.Errorf("%w: Sync promotes node %d and removes node %d: one change of the voters per decision", ErrLimit, m.Promote, m.Remove)
+	if changes := btoi(m.Remove != 0) + btoi(m.Promote != 0) + btoi(m.Demote != 0); changes > 1 {
+		return fmt.Errorf("%w: Sync removes node %d, promotes node %d and demotes node %d: one change of the voters per decision", ErrLimit, m.Remove, m.Promote, m.Demote)
+	}
+	if m.Demote != 0 && m.Demote == m.Backup {
+		return fmt.Errorf("%w: Sync demotes node %d and names it the backup", ErrLimit, m.Demote)
 	}
 	return checkLen("Sync.Unheard", len(m.Unheard), l.MaxMembers)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (m *Takeover) Validate(Limits) error {

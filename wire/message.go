@@ -128,6 +128,11 @@ type OkToJoin struct {
 	Addr     string
 	Members  uint32 // members after the join, the newcomer included
 	Observer bool
+	// Transient: the newcomer asked to be an observer. Admitted as a voter
+	// (the group was short of voters), it is one only while needed: a
+	// SYNC makes it an observer again (Sync.Demote) once the group has
+	// more voters than it needs.
+	Transient bool
 }
 
 // GroupFull is the server's decision to refuse a newcomer (GROUP_FULL).
@@ -284,9 +289,12 @@ type Silence struct {
 // whose list does not fit renews none).
 //
 // Promote makes an observer a voter (0: nobody), when the group has fewer
-// voters than it should. It changes the voters as a join does, so it too
-// waits for the last change to be known to a majority, and never comes
-// with a removal: one change of the voters per decision.
+// voters than it should; Demote makes a voter that asked to be an
+// observer (a transient one: promoted, or admitted as a voter while the
+// group was short) an observer again, when the group has more. Each
+// changes the voters as a join or a removal does, so it too waits for the
+// last change to be known to a majority, and a SYNC makes one change of
+// the voters at most: a removal, a promotion or a demotion.
 type Sync struct {
 	_struct    struct{} `codec:",toarray"`
 	T, Next    uint64
@@ -299,6 +307,7 @@ type Sync struct {
 	Digest     uint64
 	Partial    bool
 	Promote    NodeID // 0: nobody
+	Demote     NodeID // 0: nobody
 }
 
 // Takeover begins a new epoch (a decision). A member that has not heard the

@@ -43,7 +43,9 @@ type MemberState struct {
 	Floor   uint64
 	Decided []uint64
 	// Observer: the member neither votes nor serves (see OkToJoin).
-	Observer bool
+	// Transient: it asked to be one (see OkToJoin.Transient).
+	Observer  bool
+	Transient bool
 }
 
 // Waiter is a queued request.
@@ -117,6 +119,9 @@ func (s *Snapshot) Validate(l Limits) error {
 		}
 		if !m.Observer {
 			voters++
+		}
+		if m.Observer && !m.Transient {
+			return fmt.Errorf("%w: Snapshot.Members: node %d is an observer that did not ask to be one", ErrLimit, m.ID)
 		}
 		if m.Observer && m.ID == s.Backup {
 			return fmt.Errorf("%w: Snapshot.Backup, node %d, is an observer", ErrLimit, m.ID)

@@ -125,9 +125,9 @@ func (c *Checker) sent(h *Host, p *wire.Packet) {
 }
 
 // Observers counts, in every epoch's log, the newcomers admitted as
-// observers and the observers promoted: what a test of observers must see
-// happen to prove anything.
-func (c *Checker) Observers() (admitted, promoted int) {
+// observers, the observers promoted and the voters demoted: what a test of
+// observers must see happen to prove anything.
+func (c *Checker) Observers() (admitted, promoted, demoted int) {
 	for _, d := range c.log {
 		switch d := d.(type) {
 		case *wire.OkToJoin:
@@ -138,9 +138,12 @@ func (c *Checker) Observers() (admitted, promoted int) {
 			if d.Promote != 0 {
 				promoted++
 			}
+			if d.Demote != 0 {
+				demoted++
+			}
 		}
 	}
-	return admitted, promoted
+	return admitted, promoted, demoted
 }
 
 // buildRef replays the log that a takeover continues, epoch by epoch from
@@ -566,6 +569,15 @@ func (r *reference) apply(d wire.Decision, t uint64) string {
 				return fmt.Sprintf("promotion of node %d with %d voters", d.Promote, voters)
 			}
 			delete(r.observers, d.Promote)
+		}
+		if d.Demote != 0 {
+			if !r.members[d.Demote] || r.observers[d.Demote] {
+				return fmt.Sprintf("demotion of node %d, which is no voter", d.Demote)
+			}
+			if voters := len(r.members) - len(r.observers); voters <= arbiter.MinVoters {
+				return fmt.Sprintf("demotion of node %d with %d voters", d.Demote, voters)
+			}
+			r.observers[d.Demote] = true
 		}
 	case *wire.Grant:
 		if !r.members[d.Node] {
