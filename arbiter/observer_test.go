@@ -46,6 +46,17 @@ func voters(h *simtest.Host) (v, o int) {
 	return v, o
 }
 
+// voterBesides returns the first host that is a voter in its own view,
+// other than not.
+func voterBesides(s *simtest.Sim, not *simtest.Host) *simtest.Host {
+	for _, h := range s.Hosts {
+		if h.Alive && !h.Node.Observer() && h != not {
+			return h
+		}
+	}
+	return nil
+}
+
 // observerHosts returns the hosts that are observers in their own view.
 func observerHosts(s *simtest.Sim) []*simtest.Host {
 	var out []*simtest.Host
@@ -80,13 +91,7 @@ func TestObserversDyingTogetherLeaveTheMajority(t *testing.T) {
 				return holds(obs[0], "r") || holds(obs[1], "r") || holds(obs[2], "r") || holds(obs[3], "r")
 			})
 			srv := server(s)
-			var voter *simtest.Host
-			for _, h := range s.Hosts {
-				if !h.Node.Observer() && h != srv {
-					voter = h
-					break
-				}
-			}
+			voter := voterBesides(s, srv)
 			acquire(t, s, voter, "r")
 			waitUntil(t, s, 100, "the voter queued behind the observers", func() bool {
 				for _, r := range voter.Node.Resources() {
@@ -363,13 +368,7 @@ func loneVoterWithObservers(t *testing.T) (s *simtest.Sim, lone *simtest.Host, o
 func TestPromotedObserverStepsBackWhenAVoterReturns(t *testing.T) {
 	s := newObserverGroup(t, 7, 4, 11)
 	srv := server(s)
-	var leaver *simtest.Host
-	for _, h := range s.Hosts {
-		if !h.Node.Observer() && h != srv {
-			leaver = h
-			break
-		}
-	}
+	leaver := voterBesides(s, srv)
 	if err := leaver.Node.Leave(); err != nil {
 		t.Fatal(err)
 	}

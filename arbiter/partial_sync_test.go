@@ -61,14 +61,7 @@ func overflowScenario(t *testing.T, tweak func(*arbiter.Config), resumeAfter int
 	target, rest := obs[len(obs)-1], obs[:len(obs)-1] // the highest ID: listed last among equal silences
 	acquire(t, s, target, "r")
 	waitUntil(t, s, 200, "the target holds r", func() bool { return holds(target, "r") })
-	srv := server(s)
-	var w *simtest.Host
-	for _, h := range s.Hosts {
-		if !h.Node.Observer() && h != srv {
-			w = h
-			break
-		}
-	}
+	w := voterBesides(s, server(s))
 	acquire(t, s, w, "r")
 	var loaders []*simtest.Host
 	for _, h := range s.Hosts {
