@@ -48,8 +48,8 @@ type tenure struct {
 	confirmAt  uint64
 	confirmed  bool
 	// promoteFirst: a voter's leave waits for an observer's promotion (see
-	// wantsPromotion). promoting is the observer a lone voter confirmed
-	// alive for its SYNC to promote; unpromotable those it found dead.
+	// wantsPromotion). promoting is the observer confirmed alive for the
+	// SYNC to promote; unpromotable those found dead.
 	promoteFirst bool
 	promoting    wire.NodeID
 	unpromotable map[wire.NodeID]bool
@@ -396,10 +396,14 @@ func (n *Node) maybeEndTurn() bool {
 			}
 		}
 	}
-	if n.st.voters == 1 && n.srv.promoting == 0 && n.wantsPromotion() && n.viewCommitted() {
-		// A lone voter promotes only an observer it has just heard: the
-		// two voters it makes both count, and a dead one would stop the
-		// group for good.
+	if n.srv.promoting == 0 && n.wantsPromotion() && n.viewCommitted() {
+		// A server promotes only an observer it has just heard, not one
+		// that answered earlier in the turn: a lone voter's two voters
+		// must both live, and so must three of the four a leave waits
+		// with (seed 7918: a voter leaving, the observer promoted for it
+		// dead for thirty ticks, and two of four voters left). Then the
+		// backup is asked the same (the two share the confirming slot,
+		// one after the other).
 		if c := n.toPromote(); c != 0 {
 			switch n.memberAlive(c) {
 			case backupWaiting:
@@ -539,10 +543,7 @@ func (n *Node) endTurn() {
 		sync.Remove = sync.Unheard[0].ID
 	}
 	if sync.Remove == 0 && n.wantsPromotion() && n.viewCommitted() {
-		sync.Promote = n.toPromote()
-		if st.voters == 1 {
-			sync.Promote = s.promoting // confirmed alive (maybeEndTurn), or none
-		}
+		sync.Promote = s.promoting // confirmed alive (maybeEndTurn), or none
 	}
 	if sync.Remove == 0 && sync.Promote == 0 && n.mayDemote() {
 		sync.Demote = n.toDemote(next)
@@ -611,20 +612,24 @@ func (n *Node) wantsPromotion() bool {
 
 // mayDemote reports whether this server's SYNC may make a transient voter
 // an observer again: the group has more voters than MinVoters, every one
-// of them answered this turn (a live voter taken from the count where dead
-// ones are not yet removed could turn a bare majority into none: seed 354
-// of the observers' property test), the last change is known to a
-// majority, and no voter's leave is under way (a demotion then would only
-// call for another promotion).
+// of them answered a ping to all sent within two heartbeats (a
+// live voter taken from the count where dead ones are not yet removed
+// could turn a bare majority into none: seeds 354 and 22329 of the
+// observers' property test, the second with voters that answered earlier
+// in the turn and had died), the last change is known to a majority, and
+// no voter's leave is under way (a demotion then would only call for
+// another promotion).
 func (n *Node) mayDemote() bool {
 	st, s := n.st, n.srv
 	if st.voters <= MinVoters || s.leaving || s.promoteFirst || !n.viewCommitted() {
 		return false
 	}
-	for _, m := range st.members {
-		if !m.observer && m.id != n.id && !s.answered[m.id] {
-			return false
-		}
+	fresh := false
+	for _, p := range s.probes {
+		fresh = fresh || p.all && n.now-p.sentAt <= 2*uint64(n.cfg.HeartbeatTicks) && n.votersIn(p.from) == st.voters
+	}
+	if !fresh {
+		return false
 	}
 	for _, in := range s.replay {
 		if _, ok := in.m.(*wire.LeaveRequest); ok && st.votes(in.h.From) {
