@@ -155,9 +155,14 @@
 // observer (promoted, or admitted while voters were short) becomes one
 // again in a SYNC (Demote) once the group has more voters than MinVoters,
 // all of them answering, and its promotion is a lease old: so the voters
-// are, where they can be, the members that asked to be. A SYNC makes one
-// change of the voters at most; one whose lists of unheard or unanswered
-// members did not fit renews no lease (Partial).
+// are, where they can be, the members that asked to be. A server promotes
+// only an observer it has just heard, and demotes only while every voter
+// answered a ping within two heartbeats. A SYNC makes one change of the
+// voters at most. An observer asked for its vote refuses, so that the
+// candidate sees its log (it may hold the SYNC that demoted it, alone).
+// When many members die at once and a SYNC's or a ping's list of the
+// silent no longer fits, it lists the members it renews instead (Renew,
+// Answered), or renews nobody.
 //
 // Tokens. A fencing token is the T of the grant, or, for a resource taken on
 // the holder's release, the T the taker's log had reached then, which is

@@ -301,8 +301,16 @@ func (n *Node) wouldVote(h wire.Header, m *wire.Claim) (bool, string) {
 
 // onClaim answers a member's claim with a vote.
 func (n *Node) onClaim(src string, h wire.Header, from *member, m *wire.Claim) {
-	if n.st == nil || from == nil || from.observer || !n.st.votes(n.id) {
-		return // only voters of this node's view are candidates, and only voters vote
+	if n.st == nil || from == nil || from.observer {
+		return // only voters of this node's view are candidates
+	}
+	if !n.st.votes(n.id) {
+		// Only voters vote; an observer refuses, so that the header of its
+		// refusal shows the candidate its log. It may hold a decision no
+		// voter does: the SYNC that demoted it, seen by it alone before
+		// its server died, which the candidate must then fetch.
+		n.out = append(n.out, Outbound{To: h.From, Addr: src, Msg: &wire.Vote{Epoch: m.Epoch, Pre: m.Pre, Attempt: m.Attempt}})
+		return
 	}
 	// Prior is the highest epoch this node promised below the claimed one:
 	// the candidate must know of any epoch between its log's and its own,

@@ -382,6 +382,10 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 		n.refused("a SYNC removing its own server")
 		return false
 	}
+	if btoi(d.Remove != 0)+btoi(d.Promote != 0)+btoi(d.Demote != 0) > 1 {
+		n.refused("a SYNC that changes the voters twice") // wire.Sync.Validate refuses it too
+		return false
+	}
 	if m := st.member(d.Promote); d.Promote != 0 && (m == nil || !m.observer || st.voters > MinVoters) {
 		n.refused(fmt.Sprintf("a SYNC promoting node %d, which is no observer, or with %s already", d.Promote, plural(st.voters, "voter")))
 		return false
@@ -403,7 +407,7 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 	// A reply of ours to this turn's ping reached the server: the lease runs
 	// from when we sent the first one (the earliest it can have been heard).
 	// Unless the lists were cut short: not listed proves nothing then.
-	if at, ok := n.replies[d.Turn]; ok && !selfUnheard && !d.Partial {
+	if at, ok := n.replies[d.Turn]; ok && !selfUnheard && (!d.Partial || slices.Contains(d.Renew, n.id)) {
 		n.renew(at)
 	}
 	if d.Remove != 0 {
@@ -1252,7 +1256,7 @@ func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) err
 			n.quorumLost(fmt.Sprintf("the server, node %d, reaches only %d of %s", h.From, p.Reachable, plural(n.st.voters, "voter")))
 		}
 	}
-	if p.Prev != 0 && p.ViewT == n.st.viewT && h.LogEpoch == n.st.epoch && !slices.Contains(p.Unanswered, n.id) {
+	if p.Prev != 0 && p.ViewT == n.st.viewT && h.LogEpoch == n.st.epoch && (p.ByAnswer && slices.Contains(p.Answered, n.id) || !p.ByAnswer && !slices.Contains(p.Unanswered, n.id)) {
 		// The server, with a majority's authority, heard our answer to its
 		// previous ping before it sent this one: the lease runs from that
 		// answer, as from a SYNC's (see applySync). Only if this node's

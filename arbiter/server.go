@@ -173,17 +173,23 @@ func (n *Node) pingAll() {
 	if prev := s.probes[s.lastAll]; prev != nil && n.hasAuthority() {
 		// Renew the leases of the members that answered the last ping to
 		// all: their answers came before this ping, sent while no other
-		// server can have taken over (see doc.go, "Leases"). A list that
-		// does not fit renews nobody; a member left off it would renew
-		// wrongly.
-		var unanswered []wire.NodeID
+		// server can have taken over (see doc.go, "Leases"). The ping
+		// lists the members that did not answer, or, where those do not
+		// fit (many died at once), the ones that did; if neither list
+		// fits it renews nobody: a member left off would renew wrongly.
+		var unanswered, answered []wire.NodeID
 		for _, m := range n.st.members {
 			if !prev.from[m.id] {
 				unanswered = append(unanswered, m.id)
+			} else {
+				answered = append(answered, m.id)
 			}
 		}
-		if len(unanswered) <= n.maxListed() {
+		switch {
+		case len(unanswered) <= n.maxListed():
 			ping.Prev, ping.ViewT, ping.Unanswered = s.lastAll, n.st.viewT, unanswered
+		case len(answered) <= n.maxListed():
+			ping.Prev, ping.ViewT, ping.Answered, ping.ByAnswer = s.lastAll, n.st.viewT, answered, true
 		}
 	}
 	p := n.newProbe()
@@ -503,23 +509,36 @@ func (n *Node) endTurn() {
 	maxList := n.maxListed()
 	sync := &wire.Sync{T: st.t, Epoch: st.epoch, Turn: s.turn}
 	var unheard []wire.Silence
+	var unanswered, renew []wire.NodeID
 	for _, m := range st.members {
 		switch {
 		case !s.heardFrom(m.id):
 			unheard = append(unheard, wire.Silence{ID: m.id, Ticks: m.silence + counted})
-		case !s.replied[m.id] && len(sync.Unanswered) < maxList:
-			sync.Unanswered = append(sync.Unanswered, m.id)
 		case !s.replied[m.id]:
-			sync.Partial = true
+			unanswered = append(unanswered, m.id)
+		default:
+			renew = append(renew, m.id)
 		}
 	}
 	// A SYNC lists as many as fit a datagram, longest silent first: those not
 	// listed start their silence again (safe: it only delays their removal),
 	// and the ones listed are removed first, so the rest come up in later
-	// turns. Such a SYNC is Partial, and renews no lease: a member left off
-	// may have been paused all turn, and its answer to this turn's ping,
-	// sent as it resumed, is no proof that it was heard in time.
-	sync.Partial = sync.Partial || len(unheard) > maxList
+	// turns. Such a SYNC is Partial: a member left off may have been paused
+	// all turn, and its answer to this turn's ping, sent as it resumed, is
+	// no proof that it was heard in time. It renews the leases of the
+	// members it lists in Renew, the ones heard that answered, if they fit
+	// in half the room (many members die at once, few live: a script host
+	// and its lock commands), or else of nobody.
+	budget := maxList
+	if len(unheard)+len(unanswered) > maxList {
+		sync.Partial = true
+		if len(renew) <= maxList/2 {
+			sync.Renew = renew
+			budget -= len(renew)
+		}
+	} else {
+		sync.Unanswered = unanswered
+	}
 	slices.SortStableFunc(unheard, func(a, b wire.Silence) int {
 		switch {
 		case a.Ticks > b.Ticks:
@@ -529,7 +548,7 @@ func (n *Node) endTurn() {
 		}
 		return 0
 	})
-	sync.Unheard = unheard[:min(len(unheard), maxList)]
+	sync.Unheard = unheard[:min(len(unheard), budget)]
 	next := st.backup
 	if st.voters == 1 {
 		next = n.id
@@ -621,7 +640,7 @@ func (n *Node) wantsPromotion() bool {
 // another promotion).
 func (n *Node) mayDemote() bool {
 	st, s := n.st, n.srv
-	if st.voters <= MinVoters || s.leaving || s.promoteFirst || !n.viewCommitted() {
+	if st.voters <= MinVoters || s.leaving || s.promoteFirst || s.backupLeave != nil || !n.viewCommitted() {
 		return false
 	}
 	fresh := false

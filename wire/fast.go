@@ -49,8 +49,8 @@ func decodeFast(body []byte, m Message) bool {
 			return r.done() && set(m, v)
 		}
 	case *Ping:
-		if r.array(6) {
-			v := Ping{Turn: r.uint(), Probe: r.uint(), Reachable: r.uint32(), Prev: r.uint(), ViewT: r.uint(), Unanswered: r.ids()}
+		if r.array(8) {
+			v := Ping{Turn: r.uint(), Probe: r.uint(), Reachable: r.uint32(), Prev: r.uint(), ViewT: r.uint(), Unanswered: r.ids(), ByAnswer: r.bool(), Answered: r.ids()}
 			return r.done() && set(m, v)
 		}
 	case *PingReply:
@@ -231,19 +231,13 @@ func appendFast(b []byte, m Message) ([]byte, bool) {
 		b = appendUint(appendUint(appendUint(appendUint(appendUint(b, m.T), m.Next), m.Epoch), uint64(m.Node)), m.Req)
 		return appendBool(appendUint(appendStr(b, m.Resource), m.Token), m.Withdrawn), true
 	case *Ping:
-		if len(m.Unanswered) > 15 {
+		if len(m.Unanswered) > 15 || len(m.Answered) > 15 {
 			return b, false
 		}
-		b = append(b, 0x96)
+		b = append(b, 0x98)
 		b = appendUint(appendUint(appendUint(appendUint(appendUint(b, m.Turn), m.Probe), uint64(m.Reachable)), m.Prev), m.ViewT)
-		if m.Unanswered == nil {
-			return append(b, 0xc0), true
-		}
-		b = append(b, 0x90|byte(len(m.Unanswered)))
-		for _, id := range m.Unanswered {
-			b = appendUint(b, uint64(id))
-		}
-		return b, true
+		b = appendIDs(b, m.Unanswered)
+		return appendIDs(appendBool(b, m.ByAnswer), m.Answered), true
 	case *PingReply:
 		return appendUint(appendUint(append(b, 0x92), m.Turn), m.Probe), true
 	case *Ack:
@@ -304,4 +298,17 @@ func appendBool(b []byte, v bool) []byte {
 		return append(b, 0xc3)
 	}
 	return append(b, 0xc2)
+}
+
+// appendIDs appends a list of at most 15 IDs as the library writes it: nil
+// as msgpack nil, else a fixarray.
+func appendIDs(b []byte, ids []NodeID) []byte {
+	if ids == nil {
+		return append(b, 0xc0)
+	}
+	b = append(b, 0x90|byte(len(ids)))
+	for _, id := range ids {
+		b = appendUint(b, uint64(id))
+	}
+	return b
 }

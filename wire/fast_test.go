@@ -14,6 +14,7 @@ var fastKinds = []Kind{KindRequest, KindGrant, KindRelease, KindCancel, KindRele
 func TestDecodeFastTakesTheEncodersForms(t *testing.T) {
 	c := newTestCodec(t)
 	samples := append(samples(), &Ping{Turn: 1, Probe: 300, Reachable: 70000, Prev: 299, ViewT: 1 << 40, Unanswered: []NodeID{3, 1 << 33}},
+		&Ping{Turn: 1, Probe: 300, Reachable: 2, Prev: 299, ViewT: 7, ByAnswer: true, Answered: []NodeID{1, 1 << 33}},
 		&Grant{T: 1 << 63, Next: 1<<63 + 1, Resource: string(make([]byte, 100)), Queued: true})
 	fast := map[Kind]bool{}
 	for _, k := range fastKinds {

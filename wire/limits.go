@@ -153,6 +153,9 @@ func (m *Ping) Validate(l Limits) error {
 	if m.Prev >= m.Probe && m.Prev != 0 {
 		return fmt.Errorf("%w: Ping.Prev %d not before Probe %d", ErrLimit, m.Prev, m.Probe)
 	}
+	if err := checkLen("Ping.Answered", len(m.Answered), l.MaxMembers); err != nil {
+		return err
+	}
 	return checkLen("Ping.Unanswered", len(m.Unanswered), l.MaxMembers)
 }
 func (m *PingReply) Validate(Limits) error { return nil }
@@ -162,6 +165,9 @@ func (m *Sync) Validate(l Limits) error {
 		return err
 	}
 	if err := checkLen("Sync.Unanswered", len(m.Unanswered), l.MaxMembers); err != nil {
+		return err
+	}
+	if err := checkLen("Sync.Renew", len(m.Renew), l.MaxMembers); err != nil {
 		return err
 	}
 	if changes := btoi(m.Remove != 0) + btoi(m.Promote != 0) + btoi(m.Demote != 0); changes > 1 {

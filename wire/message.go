@@ -249,6 +249,11 @@ type Ping struct {
 	Prev       uint64
 	ViewT      uint64
 	Unanswered []NodeID
+	// ByAnswer: Unanswered would not fit (many members died at once), and
+	// Answered lists instead the members that answered Prev: they alone
+	// renew their leases from it.
+	ByAnswer bool
+	Answered []NodeID
 }
 
 // PingReply answers a Ping, directly to the server, echoing Turn and Probe.
@@ -283,10 +288,11 @@ type Silence struct {
 // intersect, which is what keeps a takeover from finding a majority that
 // knows nothing of the last view.
 //
-// Partial says that Unheard or Unanswered did not fit the datagram and was
-// cut short: the members it leaves out are no more heard than those it
-// lists, as far as anyone can tell, so the SYNC renews no lease (as a ping
-// whose list does not fit renews none).
+// Partial says that Unheard and Unanswered did not fit the datagram:
+// Unheard was cut short, and the members it leaves out are no more heard
+// than those it lists, as far as anyone can tell. A Partial SYNC renews the
+// leases of the members in Renew only (the members heard that answered,
+// when they fit; else nobody's).
 //
 // Promote makes an observer a voter (0: nobody), when the group has fewer
 // voters than it should; Demote makes a voter that asked to be an
@@ -306,6 +312,7 @@ type Sync struct {
 	Backup     NodeID
 	Digest     uint64
 	Partial    bool
+	Renew      []NodeID
 	Promote    NodeID // 0: nobody
 	Demote     NodeID // 0: nobody
 }
