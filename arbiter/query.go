@@ -191,7 +191,8 @@ type MemberInfo struct {
 	Addr    string
 	Silence uint64 // ticks not heard, as of the last SYNC
 	// Observer: the member neither votes nor serves (see Config.Observer).
-	Observer bool
+	// Transient: it asked to be one (a voter only while the group is short).
+	Observer, Transient bool
 }
 
 // Members returns the view in ID order.
@@ -201,7 +202,7 @@ func (n *Node) Members() []MemberInfo {
 	}
 	out := make([]MemberInfo, len(n.st.members))
 	for i, m := range n.st.members {
-		out[i] = MemberInfo{ID: m.id, Inc: m.inc, Addr: m.addr, Silence: m.silence, Observer: m.observer}
+		out[i] = MemberInfo{ID: m.id, Inc: m.inc, Addr: m.addr, Silence: m.silence, Observer: m.observer, Transient: m.transient}
 	}
 	return out
 }

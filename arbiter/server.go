@@ -3,6 +3,7 @@ package arbiter
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/mcnode/mcnode/clock"
 	"github.com/mcnode/mcnode/wire"
@@ -678,14 +679,38 @@ func (n *Node) toDemote(next wire.NodeID) wire.NodeID {
 
 // toPromote picks the observer a SYNC makes a voter: the longest in the
 // group (lowest ID) of those that answered this turn's pings in this epoch,
-// so that it holds the log and is alive; 0 if none did.
+// so that it holds the log and is alive, on a host no voter runs on if
+// there is one (a host that goes down takes its voters with it, and a
+// script host's daemon, leaving as it shuts down, with the lock commands
+// promoted for it); 0 if none answered.
 func (n *Node) toPromote() wire.NodeID {
+	voterHosts := map[string]bool{}
 	for _, m := range n.st.members {
-		if m.observer && n.srv.answered[m.id] && !n.srv.unpromotable[m.id] {
-			return m.id
+		if !m.observer {
+			voterHosts[hostOf(m.addr)] = true
 		}
 	}
-	return 0
+	var any wire.NodeID
+	for _, m := range n.st.members {
+		if m.observer && n.srv.answered[m.id] && !n.srv.unpromotable[m.id] {
+			if !voterHosts[hostOf(m.addr)] {
+				return m.id
+			}
+			if any == 0 {
+				any = m.id
+			}
+		}
+	}
+	return any
+}
+
+// hostOf is the host part of a member's address (host:port), or the whole
+// address if it has no port.
+func hostOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[:i]
+	}
+	return addr
 }
 
 // realign returns the first timestamp at or after "from" that starts a turn
