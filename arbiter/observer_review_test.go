@@ -17,14 +17,7 @@ func bigObserverGroup(t *testing.T, observers int) *simtest.Sim {
 	t.Helper()
 	for seed := int64(1); seed < 20; seed++ {
 		c := simtest.New(simtest.Options{Seed: seed, Hosts: 3 + observers, Observers: observers, Trace: traceTo(t)})
-		if !c.RunUntil(c.Now+3000*simtest.SubTicks, func() bool {
-			for _, h := range c.Hosts {
-				if !h.Node.Joined() {
-					return false
-				}
-			}
-			return true
-		}) {
+		if !c.RunUntil(c.Now+3000*simtest.SubTicks, func() bool { return allJoined(c) }) {
 			continue
 		}
 		c.RunTicks(400)

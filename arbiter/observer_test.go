@@ -34,6 +34,16 @@ func newObserverGroup(t *testing.T, hosts, observers int, seed int64) *simtest.S
 	return nil
 }
 
+// allJoined reports whether every host of s is a member.
+func allJoined(s *simtest.Sim) bool {
+	for _, h := range s.Hosts {
+		if !h.Node.Joined() {
+			return false
+		}
+	}
+	return true
+}
+
 // voters counts the voters and the observers in h's view.
 func voters(h *simtest.Host) (v, o int) {
 	for _, m := range h.Node.Members() {

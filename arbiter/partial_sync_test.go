@@ -38,14 +38,7 @@ func overflowScenario(t *testing.T, tweak func(*arbiter.Config), resumeAfter int
 	for seed := int64(1); seed < 20 && s == nil; seed++ {
 		c := simtest.New(simtest.Options{Seed: seed, Hosts: nv + observers, Observers: observers, Trace: traceTo(t),
 			Tweak: tweak})
-		if !c.RunUntil(c.Now+3000*simtest.SubTicks, func() bool {
-			for _, h := range c.Hosts {
-				if !h.Node.Joined() {
-					return false
-				}
-			}
-			return true
-		}) {
+		if !c.RunUntil(c.Now+3000*simtest.SubTicks, func() bool { return allJoined(c) }) {
 			continue
 		}
 		v, o := voters(c.Hosts[0])
