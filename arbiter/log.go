@@ -664,11 +664,7 @@ func (n *Node) wantNext(d wire.Decision) (uint64, error) {
 		if st.voters == 1 {
 			to = st.server()
 		}
-		view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return id == d.Remove || id == d.Demote })
-		if d.Promote != 0 {
-			view = append(view, d.Promote)
-		}
-		return n.realign(view, to, t+1)
+		return n.realign(st.votersAfter(d), to, t+1)
 	}
 	return t + 1, nil
 }

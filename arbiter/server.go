@@ -568,11 +568,7 @@ func (n *Node) endTurn() {
 	if sync.Remove == 0 && sync.Promote == 0 && n.mayDemote() {
 		sync.Demote = n.toDemote(next)
 	}
-	view := slices.DeleteFunc(st.sched.View(), func(id wire.NodeID) bool { return id == sync.Remove || id == sync.Demote })
-	if sync.Promote != 0 {
-		view = append(view, sync.Promote)
-	}
-	nextT, err := n.realign(view, next, st.t+1)
+	nextT, err := n.realign(st.votersAfter(sync), next, st.t+1)
 	if err != nil {
 		n.stats.Divergence++
 		return
@@ -585,14 +581,15 @@ func (n *Node) endTurn() {
 			// would hand the turn straight back to a leaving backup.
 			sync.Backup = n.pickBackup(func(id wire.NodeID) bool { return id != n.id && ok(id) }, next, next)
 		}
-		if sync.Backup == 0 && s.leaving && sync.Promote != next {
+		// Else the member it promotes, rather than this leaving node; and
+		// for a lone voter, which has no other.
+		if sync.Backup == 0 && s.leaving {
 			sync.Backup = sync.Promote
 		}
 		if sync.Backup == 0 {
 			sync.Backup = n.pickBackup(ok, next, next)
 		}
-		if sync.Backup == 0 && sync.Promote != next {
-			// A lone voter: the member it promotes backs it up.
+		if sync.Backup == 0 {
 			sync.Backup = sync.Promote
 		}
 	}

@@ -162,6 +162,17 @@ func btoi(b bool) int {
 	return 0
 }
 
+// votersAfter is the turn schedule's view once SYNC d is applied, with the
+// voter it removes, promotes or demotes: the view its Next is aligned to
+// (endTurn makes it, wantNext checks it).
+func (s *state) votersAfter(d *wire.Sync) []wire.NodeID {
+	view := slices.DeleteFunc(s.sched.View(), func(id wire.NodeID) bool { return id == d.Remove || id == d.Demote })
+	if d.Promote != 0 {
+		view = append(view, d.Promote)
+	}
+	return view
+}
+
 // observers counts the members that do not vote.
 func (s *state) observers() int { return len(s.members) - s.voters }
 
