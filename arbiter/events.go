@@ -14,7 +14,7 @@ const (
 	// EventFounded: this node founded a new group and is its first member.
 	EventFounded EventKind = iota + 1
 	// EventJoined: this node is a member: it has the state and has been
-	// greeted by every member (paper section 3.2).
+	// greeted by every voter (paper section 3.2: every member).
 	EventJoined
 	// EventGroupFull: the server refused this node (GROUP_FULL). The node
 	// stops.

@@ -188,23 +188,34 @@ func FounderInc(inc uint64, mayFound bool) uint64 {
 // one before it founds makes this node wait them out.
 func (n *Node) lowerWait() uint64 { return 2 * uint64(n.cfg.JoinRetryTicks) }
 
-// greetedByAll reports whether every member admitted before us has greeted
+// greetedByAll reports whether every voter admitted before us has greeted
 // us. It is asked at every greeting, so it counts before it lists: in a large
-// group joining at once, listing each time would cost O(N) per greeting.
+// group joining at once, listing each time would cost O(N) allocations per
+// greeting.
 func (n *Node) greetedByAll() bool {
-	earlier, _ := slices.BinarySearchFunc(n.st.members, n.id, func(m *member, id wire.NodeID) int { return cmpID(m.id, id) })
+	earlier := 0
+	for _, m := range n.st.members {
+		if m.id >= n.id {
+			break // members are sorted by ID
+		}
+		earlier += btoi(!m.observer)
+	}
 	if len(n.join.greeted) < earlier {
 		return false
 	}
 	return len(n.missingGreetings()) == 0
 }
 
-// missingGreetings lists the members, admitted before us, that have not
+// missingGreetings lists the voters, admitted before us, that have not
 // greeted us yet. Members admitted after us are greeted by us instead.
+// Observers greet nobody (applyDecision): they decide nothing, so whether
+// one knows of us changes nothing we may do, and a newcomer would otherwise
+// wait for each dead one until the group removed it (a script host's lock
+// commands killed together).
 func (n *Node) missingGreetings() []wire.NodeID {
 	var out []wire.NodeID
 	for _, m := range n.st.members {
-		if g, ok := n.join.greeted[m.id]; m.id < n.id && (!ok || g.inc != m.inc || g.addr != m.addr) {
+		if g, ok := n.join.greeted[m.id]; m.id < n.id && !m.observer && (!ok || g.inc != m.inc || g.addr != m.addr) {
 			out = append(out, m.id)
 		}
 	}

@@ -270,8 +270,11 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 		if n.srv != nil {
 			n.srv.heard[d.ID] = n.now // its join request reached us this turn
 		}
-		// Paper section 3.2: every member introduces itself to the newcomer.
-		n.out = append(n.out, Outbound{To: d.ID, Addr: d.Addr, Msg: &wire.Greeting{Newcomer: d.ID, Addr: n.cfg.Addr}})
+		// Paper section 3.2: every member introduces itself to the newcomer;
+		// here every voter (see missingGreetings).
+		if st.votes(n.id) {
+			n.out = append(n.out, Outbound{To: d.ID, Addr: d.Addr, Msg: &wire.Greeting{Newcomer: d.ID, Addr: n.cfg.Addr}})
+		}
 	case *wire.GroupFull:
 		// Nothing changes but T: the paper increments T for GROUP_FULL too.
 	case *wire.Left:

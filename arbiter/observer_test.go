@@ -433,3 +433,45 @@ func TestPromotedObserverStepsBackWhenAVoterReturns(t *testing.T) {
 	}
 	checkClean(t, s)
 }
+
+// A script host's lock commands are killed (kill -9): three observers die
+// and stay in the view until their leases run out. A new lock command on the
+// same host, and a daemon restarted meanwhile, join at once: a newcomer
+// waits for the voters' greetings only, not for the dead observers' (nor
+// for their removal, a lease and a turn each), and takes a lock.
+func TestNewcomerDoesNotWaitForDeadObservers(t *testing.T) {
+	for _, asObserver := range []bool{true, false} {
+		s := newObserverGroup(t, 7, 4, 11)
+		obs := observerHosts(s)
+		dead := obs[:3]
+		var deadIDs []wire.NodeID
+		for _, h := range dead {
+			deadIDs = append(deadIDs, h.Node.ID())
+			s.Crash(h.Index)
+		}
+		s.RunTicks(1)
+		comer := dead[0]
+		if !asObserver {
+			// A daemon's host: it asks to be a voter.
+			s.Opt.Observers = 0
+		}
+		s.Start(comer.Index, false)
+		started := s.Tick()
+		waitUntil(t, s, 80, "the newcomer joined", func() bool { return comer.Node.Joined() })
+		joined := s.Tick() - started
+		acquire(t, s, comer, "r")
+		waitUntil(t, s, 40, "the newcomer holds r", func() bool { return holds(comer, "r") })
+		still := 0
+		for _, m := range server(s).Node.Members() {
+			still += boolInt(slices.Contains(deadIDs, m.ID))
+		}
+		if still != len(dead) {
+			t.Fatalf("observer %v: %d of the %d dead observers still in the view: the test no longer covers a newcomer joining past them", asObserver, still, len(dead))
+		}
+		if comer.Node.Observer() != asObserver {
+			t.Errorf("the newcomer is an observer: %v, want %v", comer.Node.Observer(), asObserver)
+		}
+		t.Logf("observer %v: joined %d ticks after starting, with %d dead observers in the view", asObserver, joined, still)
+		checkClean(t, s)
+	}
+}

@@ -329,7 +329,7 @@ func (g *Group) drops() map[string]uint64 {
 
 // Join joins the group cfg describes, founding it if nobody answers within
 // cfg.JoinTimeout and cfg.Bootstrap is set, and returns once this node is a
-// member (admitted, given the state, greeted by every member).
+// member (admitted, given the state, greeted by every voter).
 func Join(ctx context.Context, cfg Config) (*Group, error) {
 	if err := cfg.Validate(); err != nil {
 		if cfg.Transport != nil {
