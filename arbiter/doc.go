@@ -18,9 +18,9 @@
 //	GroupFull a newcomer refused (GROUP_FULL)
 //	Left      a member left
 //	Sync      the end of a turn (section 3.3): members not heard from this
-//	          turn listed, one silent longer than the lease removed and its
-//	          resources reclaimed, and T moved to the first timestamp of the
-//	          next server's turn
+//	          turn listed, one voter and every observer silent longer than
+//	          the lease removed and their resources reclaimed, and T moved
+//	          to the first timestamp of the next server's turn
 //	Takeover  the start of an epoch: a member took over from a server that
 //	          stopped answering
 //
@@ -144,11 +144,14 @@
 // majority above counts voters only, in a view of voters only, and only
 // voters claim, vote, serve (the turn schedule lists them alone) or back
 // the server up. An observer's join, leave or removal changes no majority,
-// so it waits for nothing, and any number of observers may die at once. The
+// so it waits for nothing, and any number of observers may die at once: one
+// SYNC removes all whose leases ran out (Sync.RemoveObservers), and a
+// newcomer waits for the voters' greetings only, not a dead observer's. The
 // server admits an observer as one only while the group has MinVoters
 // voters, and while it has fewer, a SYNC promotes an observer that answered
 // its turn's pings: a change of the voters like a join, made only once the
-// last change is known to a majority, never in the SYNC that removes. A
+// last change is known to a majority, never in the SYNC that removes a
+// voter. A
 // voter's leave that would leave fewer than MinVoters waits for such a
 // promotion, and a lone voter promotes only an observer it has just heard
 // (the two voters it makes must both live). A voter that asked to be an

@@ -284,7 +284,7 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 		}
 		st.viewT = t
 		n.viewAckDue = true
-		n.dropMember(d.ID, t, EventMemberLeft, "left the group")
+		n.dropMembers([]wire.NodeID{d.ID}, t, EventMemberLeft, "left the group")
 	case *wire.Grant:
 		if st.member(d.Node) != nil && st.wouldQueue(d.Resource) != d.Queued {
 			n.refused(fmt.Sprintf("a grant of %q to node %d that the state would decide otherwise", d.Resource, d.Node))
@@ -397,6 +397,14 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 		n.refused(fmt.Sprintf("a SYNC demoting node %d, which is no transient voter, or the server or the next, or with %s only", d.Demote, plural(st.voters, "voter")))
 		return false
 	}
+	for i, id := range d.RemoveObservers {
+		// Checked before anything changes: the promotion below must find
+		// its member, and a refusal must leave the state as it was.
+		if m := st.member(id); m == nil || !m.observer || id == d.Remove || id == d.Promote || slices.Contains(d.RemoveObservers[:i], id) {
+			n.refused(fmt.Sprintf("a SYNC removing node %d as an observer, which is none, or removing or promoting it besides", id))
+			return false
+		}
+	}
 	for _, m := range st.members {
 		m.silence = 0
 	}
@@ -413,10 +421,10 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 	if at, ok := n.replies[d.Turn]; ok && !selfUnheard && (!d.Partial || slices.Contains(d.Renew, n.id)) {
 		n.renew(at)
 	}
-	if d.Remove != 0 {
+	if removed := d.Removed(); len(removed) > 0 {
 		st.viewT = t
 		n.viewAckDue = true
-		n.dropMember(d.Remove, t, EventMemberRemoved, "removed by the group: not heard for longer than the lease")
+		n.dropMembers(removed, t, EventMemberRemoved, "removed by the group: not heard for longer than the lease")
 		if n.stat == statusDone {
 			return true
 		}
@@ -505,23 +513,26 @@ func (n *Node) applyTakeover(d *wire.Takeover, t, next uint64) bool {
 	return true
 }
 
-// dropMember applies a leave or a removal.
-func (n *Node) dropMember(id wire.NodeID, t uint64, kind EventKind, reason string) {
-	if m := n.st.member(id); m != nil {
-		delete(n.updSeen, m.inc)
+// dropMembers applies a leave or removals, of the members ids in this
+// order (see state.removeMembers).
+func (n *Node) dropMembers(ids []wire.NodeID, t uint64, kind EventKind, reason string) {
+	for _, id := range ids {
+		if m := n.st.member(id); m != nil {
+			delete(n.updSeen, m.inc)
+		}
+		delete(n.acks, id)
+		delete(n.turnToLeaver, id)
 	}
-	delete(n.acks, id)
-	delete(n.turnToLeaver, id)
-	var heads []string // queues it headed without holding: the next moves up
+	var heads []string // queues they headed without holding: the next moves up
 	if n.st.backup == n.id {
-		for name := range n.st.resources {
-			if n.st.headIs(name, id, 0) {
+		for _, name := range n.st.resourceNames() {
+			if slices.ContainsFunc(ids, func(id wire.NodeID) bool { return n.st.headIs(name, id, 0) }) {
 				heads = append(heads, name)
 			}
 		}
 	}
-	hand, _ := n.st.removeMember(id, t)
-	if id == n.id {
+	hand, _ := n.st.removeMembers(ids, t)
+	if slices.Contains(ids, n.id) {
 		switch {
 		case kind == EventMemberRemoved:
 			n.finish(EventRemoved, reason)
@@ -534,7 +545,9 @@ func (n *Node) dropMember(id wire.NodeID, t uint64, kind EventKind, reason strin
 		}
 		return
 	}
-	n.emit(Event{Kind: kind, Node: id, T: t, Reason: reason})
+	for _, id := range ids {
+		n.emit(Event{Kind: kind, Node: id, T: t, Reason: reason})
+	}
 	for _, h := range hand {
 		n.handedOff(h.resource, h.to, true, true)
 		n.handedOver(h)

@@ -701,3 +701,54 @@ func TestLeaveNotHeldWhenObserversNeverAnswer(t *testing.T) {
 		checkClean(t, s)
 	}
 }
+
+// A SYNC stepped in unvalidated (Node.Step takes what the codec would have
+// refused) that removes a voter as an observer, removes an observer twice,
+// or removes the observer it promotes, is refused whole: the view stays as
+// it was, and nothing panics.
+func TestSyncRemovingObserversWronglyIsRefused(t *testing.T) {
+	cases := []struct {
+		name  string
+		sync  func(f forgeState) *wire.Sync
+		apply bool
+	}{
+		{"a voter", func(f forgeState) *wire.Sync { return &wire.Sync{RemoveObservers: []wire.NodeID{f.obs, f.third}} }, false},
+		{"twice", func(f forgeState) *wire.Sync { return &wire.Sync{RemoveObservers: []wire.NodeID{f.obs, f.obs}} }, false},
+		{"the promoted", func(f forgeState) *wire.Sync {
+			return &wire.Sync{RemoveObservers: []wire.NodeID{f.obs2}, Promote: f.obs2}
+		}, false},
+		{"the removed", func(f forgeState) *wire.Sync { return &wire.Sync{RemoveObservers: []wire.NodeID{f.obs}, Remove: f.obs} }, false},
+		{"a non-member", func(f forgeState) *wire.Sync { return &wire.Sync{RemoveObservers: []wire.NodeID{f.nextID}} }, false},
+		// The same SYNC, removing two observers rightly, is applied.
+		{"right", func(f forgeState) *wire.Sync { return &wire.Sync{RemoveObservers: []wire.NodeID{f.obs2, f.obs}} }, true},
+	}
+	for _, c := range cases {
+		s := newObserverGroup(t, 7, 4, 11)
+		srv := server(s)
+		x := voterBesides(s, srv)
+		f := stateOf(t, x, srv)
+		d := c.sync(f)
+		view := f.view
+		if d.Promote != 0 {
+			view = append(slices.Clone(view), d.Promote)
+		}
+		d.T, d.Epoch, d.Turn, d.Backup = f.t, f.epoch, f.t, f.backup
+		d.Next = f.next(slices.Clone(view), f.backup)
+		before := len(x.Node.Members())
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: Step panicked on %+v: %v", c.name, d, r)
+				}
+			}()
+			_ = x.Node.Step(srv.Addr, memberHeader(srv), d)
+		}()
+		want := before
+		if c.apply {
+			want -= len(d.RemoveObservers)
+		}
+		if got := len(x.Node.Members()); got != want || (x.Node.T() > f.t) != c.apply {
+			t.Errorf("%s: %d members (was %d, want %d), T %d (was %d)", c.name, got, before, want, x.Node.T(), f.t)
+		}
+	}
+}

@@ -82,9 +82,9 @@ func observerHosts(s *simtest.Sim) []*simtest.Host {
 // holder of the lock and the members queued behind it among them, and with
 // them, in the second case, the server. Had they been voters (four of seven),
 // the group would have lost its majority and could never remove them; as
-// observers they count for none, so the group removes them one per turn once
-// their leases have run out (a takeover first, where the server died) and
-// grants the lock to the voter queued behind them.
+// observers they count for none, so the group removes them all in one SYNC
+// once their leases have run out (a takeover first, where the server died)
+// and grants the lock to the voter queued behind them.
 func TestObserversDyingTogetherLeaveTheMajority(t *testing.T) {
 	for _, withServer := range []bool{false, true} {
 		name := "observers"
@@ -118,10 +118,20 @@ func TestObserversDyingTogetherLeaveTheMajority(t *testing.T) {
 				s.Crash(srv.Index)
 			}
 			died := s.Tick()
+			syncs := len(decisions[*wire.Sync](s))
 			cfg := arbiter.DefaultConfig()
 			p := cfg.Params
-			bound := 2*(int(p.TakeoverTicks)+3*cfg.StaggerTicks+cfg.ClaimTicks) + 2*int(p.LeaseTicks+p.LeaseMarginTicks) + (len(obs)+2)*(cfg.TurnTicks+cfg.PingTimeoutTicks)
+			bound := 2*(int(p.TakeoverTicks)+3*cfg.StaggerTicks+cfg.ClaimTicks) + 2*int(p.LeaseTicks+p.LeaseMarginTicks) + 3*(cfg.TurnTicks+cfg.PingTimeoutTicks)
 			waitUntil(t, s, bound, "the voter holds r", func() bool { return holds(voter, "r") })
+			var removals []int
+			for _, sy := range decisions[*wire.Sync](s)[syncs:] {
+				if n := len(sy.RemoveObservers) + boolInt(sy.Remove != 0); n > 0 {
+					removals = append(removals, n)
+				}
+			}
+			if want := len(obs) + boolInt(withServer); !slices.Equal(removals, []int{want}) {
+				t.Errorf("SYNCs removed %v members, want all %d dead in one", removals, want)
+			}
 			if v, o := voters(voter); v != 3-boolInt(withServer) || o != 0 {
 				t.Errorf("the voter's view: %d voters and %d observers, want %d and 0", v, o, 3-boolInt(withServer))
 			}

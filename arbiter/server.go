@@ -554,15 +554,31 @@ func (n *Node) endTurn() {
 	if st.voters == 1 {
 		next = n.id
 	}
-	// One removal per SYNC, and only once the last change of the view is
-	// known to a majority (see wire.Sync), unless it is an observer's,
-	// which changes no majority. Its own lease ran out LeaseMarginTicks
-	// ago at the latest: it has stopped using what it held, so reclaiming
-	// cannot overlap.
-	if len(sync.Unheard) > 0 && sync.Unheard[0].Ticks >= lease && sync.Unheard[0].ID != next && sync.Unheard[0].ID != n.id && (n.viewCommitted() || !st.votes(sync.Unheard[0].ID)) {
-		sync.Remove = sync.Unheard[0].ID
+	// Remove the members silent for longer than the lease: of the voters,
+	// the one silent longest, and only once the last change of the view is
+	// known to a majority (see wire.Sync); every observer, since an
+	// observer changes no majority. Their own leases ran out
+	// LeaseMarginTicks ago at the latest: they have stopped using what they
+	// held, so reclaiming cannot overlap.
+	committed := n.viewCommitted()
+	for _, u := range sync.Unheard {
+		switch {
+		case u.Ticks < lease:
+			// Sorted longest silent first: nobody after it lapsed either.
+		case u.ID == next || u.ID == n.id:
+			continue
+		case !st.votes(u.ID):
+			sync.RemoveObservers = append(sync.RemoveObservers, u.ID)
+			continue
+		case sync.Remove == 0 && committed:
+			sync.Remove = u.ID
+			continue
+		default:
+			continue
+		}
+		break
 	}
-	if sync.Remove == 0 && n.wantsPromotion() && n.viewCommitted() {
+	if sync.Remove == 0 && n.wantsPromotion() && committed && !slices.Contains(sync.RemoveObservers, s.promoting) {
 		sync.Promote = s.promoting // confirmed alive (maybeEndTurn), or none
 	}
 	if sync.Remove == 0 && sync.Promote == 0 && n.mayDemote() {

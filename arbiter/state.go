@@ -209,26 +209,32 @@ func (s *state) addMember(id wire.NodeID, inc uint64, addr string, observer, tra
 	return s.rebuildSchedule() == nil
 }
 
-// removeMember drops a member: the resources it held pass to the heads of
-// their queues, and its queued requests are dropped. The decision's T is the
-// new holders' fencing token.
-func (s *state) removeMember(id wire.NodeID, t uint64) (hand []handover, lost []taken) {
-	i := slices.IndexFunc(s.members, func(m *member) bool { return m.id == id })
-	if i < 0 {
+// removeMembers drops members: the resources they held pass to the heads of
+// their queues, and their queued requests are dropped. The decision's T is
+// the new holders' fencing token. All are dropped before anything passes
+// on, so that a resource passes once at most, to a member that stays: two
+// holders, one after the other, with the same token would make tokens no
+// longer increase from holder to holder.
+func (s *state) removeMembers(ids []wire.NodeID, t uint64) (hand []handover, lost []taken) {
+	gone := func(id wire.NodeID) bool { return slices.Contains(ids, id) }
+	n := len(s.members)
+	for _, m := range s.members {
+		if gone(m.id) && s.byInc[m.inc] == m {
+			delete(s.byInc, m.inc)
+		}
+	}
+	s.members = slices.DeleteFunc(s.members, func(m *member) bool { return gone(m.id) })
+	if len(s.members) == n {
 		return nil, nil
 	}
-	if m := s.members[i]; s.byInc[m.inc] == m {
-		delete(s.byInc, m.inc)
-	}
-	s.members = slices.Delete(s.members, i, i+1)
 	_ = s.rebuildSchedule() // fewer members than before: cannot fail
-	if s.backup == id {
+	if gone(s.backup) {
 		s.backup = 0 // the server names another by a new epoch
 	}
 	for _, name := range s.resourceNames() {
 		r := s.resources[name]
-		r.queue = slices.DeleteFunc(r.queue, func(w wire.Waiter) bool { return w.Node == id })
-		if r.holder == id {
+		r.queue = slices.DeleteFunc(r.queue, func(w wire.Waiter) bool { return gone(w.Node) })
+		if gone(r.holder) {
 			lost = append(lost, taken{resource: name, token: r.token})
 			if h, ok := s.passOn(name, r, t); ok {
 				hand = append(hand, h)

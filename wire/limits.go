@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -175,6 +176,15 @@ func (m *Sync) Validate(l Limits) error {
 	}
 	if m.Demote != 0 && m.Demote == m.Backup {
 		return fmt.Errorf("%w: Sync demotes node %d and names it the backup", ErrLimit, m.Demote)
+	}
+	if err := checkLen("Sync.RemoveObservers", len(m.RemoveObservers), l.MaxMembers); err != nil {
+		return err
+	}
+	named := []NodeID{m.Remove, m.Promote, m.Demote, m.Backup}
+	for i, id := range m.RemoveObservers {
+		if id == 0 || slices.Contains(named, id) || slices.Contains(m.RemoveObservers[:i], id) {
+			return fmt.Errorf("%w: Sync removes observer %d twice, or also removes, promotes, demotes or names it the backup", ErrLimit, id)
+		}
 	}
 	return checkLen("Sync.Unheard", len(m.Unheard), l.MaxMembers)
 }

@@ -273,20 +273,21 @@ type Silence struct {
 
 // Sync ends a server's turn (paper section 3.3): members not heard during the
 // turn are listed (Unheard, with how long they have been silent), at most one
-// member silent for longer than the lease is removed (its resources
-// reclaimed), and Next names the first timestamp of the next server's turn.
-// Unanswered lists the members heard during the turn that answered none of
-// its pings: they are not silent, but the SYNC renews no lease of theirs,
-// since a member renews from its own answer, which the server never got. The next server is always the one that was the
-// backup (it holds every decision); Backup names the member that will back
-// the next server up in turn. Digest is a hash of the replicated state after
-// the Sync is applied, which every node (the next server first) checks
-// against its own.
+// voter silent for longer than the lease is removed (its resources
+// reclaimed), and so is every such observer (RemoveObservers); Next names
+// the first timestamp of the next server's turn. Unanswered lists the
+// members heard during the turn that answered none of its pings: they are
+// not silent, but the SYNC renews no lease of theirs, since a member renews
+// from its own answer, which the server never got. The next server is
+// always the one that was the backup (it holds every decision); Backup
+// names the member that will back the next server up in turn. Digest is a
+// hash of the replicated state after the Sync is applied, which every node
+// (the next server first) checks against its own.
 //
-// One removal at a time, and only once the previous change of the view is
-// known to a majority: any two majorities of views that differ by one member
-// intersect, which is what keeps a takeover from finding a majority that
-// knows nothing of the last view.
+// One removal of a voter at a time, and only once the previous change of
+// the view is known to a majority: any two majorities of views that differ
+// by one member intersect, which is what keeps a takeover from finding a
+// majority that knows nothing of the last view.
 //
 // Partial says that Unheard and Unanswered did not fit the datagram:
 // Unheard was cut short, and the members it leaves out are no more heard
@@ -301,6 +302,11 @@ type Silence struct {
 // changes the voters as a join or a removal does, so it too waits for the
 // last change to be known to a majority, and a SYNC makes one change of
 // the voters at most: a removal, a promotion or a demotion.
+//
+// RemoveObservers removes observers silent for longer than the lease, all of
+// them at once, in this order, after Remove: an observer counts in no
+// majority, so removing one changes none, and a script host whose lock
+// commands all died is cleared in one turn, not one turn per command.
 type Sync struct {
 	_struct    struct{} `codec:",toarray"`
 	T, Next    uint64
@@ -315,6 +321,17 @@ type Sync struct {
 	Renew      []NodeID
 	Promote    NodeID // 0: nobody
 	Demote     NodeID // 0: nobody
+	// RemoveObservers: see above (version 7).
+	RemoveObservers []NodeID
+}
+
+// Removed lists the members the Sync removes: Remove, if any, then
+// RemoveObservers.
+func (m *Sync) Removed() []NodeID {
+	if m.Remove == 0 {
+		return m.RemoveObservers
+	}
+	return append([]NodeID{m.Remove}, m.RemoveObservers...)
 }
 
 // Takeover begins a new epoch (a decision). A member that has not heard the

@@ -514,20 +514,32 @@ func (r *reference) resource(name string) *refResource {
 	return x
 }
 
-func (r *reference) give(name string, x *refResource, t uint64) {
+// give passes the resource to the head of its queue under token t. It
+// reports a second hand-over of the resource by the same decision: the two
+// holders would share a fencing token.
+func (r *reference) give(name string, x *refResource, t uint64) string {
 	prev := x.token
 	x.holder, x.token = 0, 0
 	if len(x.queue) > 0 {
+		if by, ok := r.newGrants[grantKey{name, t}]; ok {
+			return fmt.Sprintf("%q handed to node %d and then to node %d by the decision at T=%d: two holders of token %d", name, by, x.queue[0].Node, t, t)
+		}
 		x.holder, x.token = x.queue[0].Node, t
 		r.newHandovers[grantKey{name, prev}] = x.holder
 		x.queue = x.queue[1:]
 		r.newGrants[grantKey{name, t}] = x.holder
 	}
+	return ""
 }
 
-func (r *reference) remove(id wire.NodeID, t uint64) {
-	delete(r.members, id)
-	delete(r.observers, id)
+// remove drops the members ids at once (a Left, or a SYNC's removals): none
+// of them is handed anything another held.
+func (r *reference) remove(ids []wire.NodeID, t uint64) string {
+	gone := func(id wire.NodeID) bool { return slices.Contains(ids, id) }
+	for _, id := range ids {
+		delete(r.members, id)
+		delete(r.observers, id)
+	}
 	names := make([]string, 0, len(r.res))
 	for name := range r.res {
 		names = append(names, name)
@@ -535,11 +547,14 @@ func (r *reference) remove(id wire.NodeID, t uint64) {
 	slices.Sort(names)
 	for _, name := range names {
 		x := r.res[name]
-		x.queue = slices.DeleteFunc(x.queue, func(w wire.Waiter) bool { return w.Node == id })
-		if x.holder == id {
-			r.give(name, x, t)
+		x.queue = slices.DeleteFunc(x.queue, func(w wire.Waiter) bool { return gone(w.Node) })
+		if gone(x.holder) {
+			if err := r.give(name, x, t); err != "" {
+				return err
+			}
 		}
 	}
+	return ""
 }
 
 func (r *reference) apply(d wire.Decision, t uint64) string {
@@ -553,10 +568,17 @@ func (r *reference) apply(d wire.Decision, t uint64) string {
 			r.observers[d.ID] = true
 		}
 	case *wire.Left:
-		r.remove(d.ID, t)
+		if err := r.remove([]wire.NodeID{d.ID}, t); err != "" {
+			return err
+		}
 	case *wire.Sync:
-		if d.Remove != 0 {
-			r.remove(d.Remove, t)
+		for _, id := range d.RemoveObservers {
+			if !r.observers[id] {
+				return fmt.Sprintf("SYNC removes node %d as an observer, which is none", id)
+			}
+		}
+		if err := r.remove(d.Removed(), t); err != "" {
+			return err
 		}
 		if r.observers[d.Backup] && d.Backup != d.Promote {
 			return fmt.Sprintf("SYNC names node %d the backup, an observer", d.Backup)
@@ -603,7 +625,7 @@ func (r *reference) apply(d wire.Decision, t uint64) string {
 		if x.holder != d.Node || x.token != d.Token {
 			return fmt.Sprintf("release of %q by %d token %d, model holder %d token %d", d.Resource, d.Node, d.Token, x.holder, x.token)
 		}
-		r.give(d.Resource, x, t)
+		return r.give(d.Resource, x, t)
 	}
 	return ""
 }
