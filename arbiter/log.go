@@ -405,6 +405,10 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 			return false
 		}
 	}
+	if head := st.headRemovedWithHolder(d.Removed()); head != 0 {
+		n.refused(fmt.Sprintf("a SYNC removing node %d together with the holder of a resource it waits for first", head))
+		return false
+	}
 	for _, m := range st.members {
 		m.silence = 0
 	}
@@ -1181,7 +1185,7 @@ func (n *Node) settle() {
 		n.afterApply = n.afterApply[1:]
 		n.submit(m)
 	}
-	n.checkJoined() // a missing greeting may have been excused by a removal
+	n.checkJoined() // a missing greeting may have been excused by a removal or a demotion
 	n.confirmGrants()
 	for i := 0; ; i++ {
 		if n.st == nil || n.stat == statusDone {

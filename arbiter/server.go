@@ -578,6 +578,14 @@ func (n *Node) endTurn() {
 		}
 		break
 	}
+	// A holder's removal and its queue's head's wait for different SYNCs
+	// (see state.headRemovedWithHolder): the head goes in a later one.
+	for head := st.headRemovedWithHolder(sync.Removed()); head != 0; head = st.headRemovedWithHolder(sync.Removed()) {
+		if sync.Remove == head {
+			sync.Remove = 0
+		}
+		sync.RemoveObservers = slices.DeleteFunc(sync.RemoveObservers, func(id wire.NodeID) bool { return id == head })
+	}
 	if sync.Remove == 0 && n.wantsPromotion() && committed && !slices.Contains(sync.RemoveObservers, s.promoting) {
 		sync.Promote = s.promoting // confirmed alive (maybeEndTurn), or none
 	}

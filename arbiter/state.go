@@ -245,6 +245,25 @@ func (s *state) removeMembers(ids []wire.NodeID, t uint64) (hand []handover, los
 	return hand, lost
 }
 
+// headRemovedWithHolder returns a member of ids that heads the queue of a
+// resource whose holder is in ids too (0 if there is none), the first in
+// resource order. One decision must not remove both: the head may have taken
+// the resource on the holder's release (enterOnRelease) with that
+// decision's T as its fencing token, so the log must hand the resource to it
+// at that T, and on from it only at a later one, under a larger token.
+func (s *state) headRemovedWithHolder(ids []wire.NodeID) wire.NodeID {
+	if len(ids) < 2 {
+		return 0
+	}
+	for _, name := range s.resourceNames() {
+		r := s.resources[name]
+		if len(r.queue) > 0 && r.queue[0].Node != r.holder && slices.Contains(ids, r.holder) && slices.Contains(ids, r.queue[0].Node) {
+			return r.queue[0].Node
+		}
+	}
+	return 0
+}
+
 // headIs reports whether node waits first in the queue of a resource held
 // by another, by request req (any request, if req is 0): a head whose
 // leaving moves the next waiter up.

@@ -24,7 +24,7 @@ func TestLargestSyncFitsADatagram(t *testing.T) {
 		}
 		wide := func(i int) wire.NodeID { return wire.NodeID(math.MaxUint64 - uint64(i)) }
 		full := &wire.Sync{T: math.MaxUint64 - 1, Next: math.MaxUint64, Epoch: math.MaxUint64, Turn: math.MaxUint64,
-			Backup: 1, Promote: 2, Digest: math.MaxUint64}
+			Backup: wide(2 * k), Promote: wide(2*k + 1), Digest: math.MaxUint64}
 		partial := *full
 		partial.Partial = true
 		for i := 0; i < k; i++ {

@@ -181,10 +181,12 @@ func (m *Sync) Validate(l Limits) error {
 		return err
 	}
 	named := []NodeID{m.Remove, m.Promote, m.Demote, m.Backup}
-	for i, id := range m.RemoveObservers {
-		if id == 0 || slices.Contains(named, id) || slices.Contains(m.RemoveObservers[:i], id) {
+	seen := make(map[NodeID]bool, len(m.RemoveObservers)) // a forged list may be long: no O(n²)
+	for _, id := range m.RemoveObservers {
+		if id == 0 || slices.Contains(named, id) || seen[id] {
 			return fmt.Errorf("%w: Sync removes observer %d twice, or also removes, promotes, demotes or names it the backup", ErrLimit, id)
 		}
+		seen[id] = true
 	}
 	return checkLen("Sync.Unheard", len(m.Unheard), l.MaxMembers)
 }

@@ -536,6 +536,13 @@ func (r *reference) give(name string, x *refResource, t uint64) string {
 // of them is handed anything another held.
 func (r *reference) remove(ids []wire.NodeID, t uint64) string {
 	gone := func(id wire.NodeID) bool { return slices.Contains(ids, id) }
+	for name, x := range r.res {
+		// The head may have taken it on the holder's release, with this T as
+		// its token: the next holder's must be larger.
+		if gone(x.holder) && len(x.queue) > 0 && x.queue[0].Node != x.holder && gone(x.queue[0].Node) {
+			return fmt.Sprintf("T=%d removes node %d, holder of %q, and node %d, first in its queue", t, x.holder, name, x.queue[0].Node)
+		}
+	}
 	for _, id := range ids {
 		delete(r.members, id)
 		delete(r.observers, id)
