@@ -145,8 +145,9 @@
 // voters claim, vote, serve (the turn schedule lists them alone) or back
 // the server up. An observer's join, leave or removal changes no majority,
 // so it waits for nothing, and any number of observers may die at once: one
-// SYNC removes all whose leases ran out (Sync.RemoveObservers), and a
-// newcomer waits for the voters' greetings only, not a dead observer's. The
+// SYNC removes all whose leases ran out (Sync.RemoveObservers), but for the
+// first waiter behind a holder it removes (state.headRemovedWithHolder), and
+// a newcomer waits for the voters' greetings only, not a dead observer's. The
 // server admits an observer as one only while the group has MinVoters
 // voters, and while it has fewer, a SYNC promotes an observer that answered
 // its turn's pings: a change of the voters like a join, made only once the

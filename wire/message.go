@@ -306,7 +306,9 @@ type Silence struct {
 // RemoveObservers removes observers silent for longer than the lease, all of
 // them at once, in this order, after Remove: an observer counts in no
 // majority, so removing one changes none, and a script host whose lock
-// commands all died is cleared in one turn, not one turn per command.
+// commands all died is cleared in a turn or two, not one turn per command.
+// No member goes together with the holder of a resource whose queue it
+// heads (the arbiter's state.headRemovedWithHolder says why).
 type Sync struct {
 	_struct    struct{} `codec:",toarray"`
 	T, Next    uint64
