@@ -146,7 +146,7 @@
 // the server up. An observer's join, leave or removal changes no majority,
 // so it waits for nothing, and any number of observers may die at once: one
 // SYNC removes all whose leases ran out (Sync.RemoveObservers), but for the
-// first waiter behind a holder it removes (state.headRemovedWithHolder), and
+// first waiter behind a holder it removes (state.headsRemovedWithHolders), and
 // a newcomer waits for the voters' greetings only, not a dead observer's. The
 // server admits an observer as one only while the group has MinVoters
 // voters, and while it has fewer, a SYNC promotes an observer that answered

@@ -3,6 +3,7 @@ package arbiter
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/mcnode/mcnode/wire"
@@ -405,8 +406,9 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 			return false
 		}
 	}
-	if head := st.headRemovedWithHolder(d.Removed()); head != 0 {
-		n.refused(fmt.Sprintf("a SYNC removing node %d together with the holder of a resource it waits for first", head))
+	if heads := st.headsRemovedWithHolders(d.Removed()); len(heads) > 0 {
+		head := slices.Min(slices.Collect(maps.Keys(heads)))
+		n.refused(fmt.Sprintf("a SYNC removing node %d together with node %d, the holder of a resource it waits for first", head, heads[head][0]))
 		return false
 	}
 	for _, m := range st.members {

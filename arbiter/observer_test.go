@@ -1,6 +1,7 @@
 package arbiter_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -85,7 +86,7 @@ func observerHosts(s *simtest.Sim) []*simtest.Host {
 // observers they count for none, so the group removes them once their leases
 // have run out (a takeover first, where the server died), in two SYNCs: all
 // but the first waiter behind the holder, then that one (a holder and the
-// head of its queue never go together: see state.headRemovedWithHolder), and
+// head of its queue never go together: see state.headsRemovedWithHolders), and
 // grants the lock to the voter queued behind them.
 func TestObserversDyingTogetherLeaveTheMajority(t *testing.T) {
 	for _, withServer := range []bool{false, true} {
@@ -484,6 +485,62 @@ func TestNewcomerDoesNotWaitForDeadObservers(t *testing.T) {
 			t.Errorf("the newcomer is an observer: %v, want %v", comer.Node.Observer(), asObserver)
 		}
 		t.Logf("observer %v: joined %d ticks after starting, with %d dead observers in the view", asObserver, joined, still)
+		checkClean(t, s)
+	}
+}
+
+// A wait chain of six observers, each holding one lock and waiting first for
+// the lock of the one before it, dies at once, with a voter waiting for all
+// six locks. The group removes them in two SYNCs (the holders that wait for
+// nobody's, then the rest), whichever way the locks' names sort, and the
+// voter gets every lock.
+func TestChainOfDeadObserversGoesInTwoSyncs(t *testing.T) {
+	for _, reverse := range []bool{false, true} {
+		s := newObserverGroup(t, 10, 6, 11)
+		obs := observerHosts(s)
+		slices.SortFunc(obs, func(a, b *simtest.Host) int { return int(a.Node.ID()) - int(b.Node.ID()) })
+		w := voterBesides(s, nil)
+		res := func(i int) string {
+			if reverse {
+				i = 9 - i
+			}
+			return fmt.Sprintf("r%d", i)
+		}
+		for i, o := range obs {
+			acquire(t, s, o, res(i))
+			waitUntil(t, s, 100, "the observer holds its lock", func() bool { return holds(o, res(i)) })
+		}
+		for i := 1; i < len(obs); i++ {
+			acquire(t, s, obs[i], res(i-1))
+		}
+		s.RunTicks(20)
+		for i := range obs {
+			acquire(t, s, w, res(i))
+		}
+		s.RunTicks(20)
+		for _, o := range obs {
+			s.Crash(o.Index)
+		}
+		died := s.Tick()
+		syncs := len(decisions[*wire.Sync](s))
+		waitUntil(t, s, 1000, "the voter holds every lock", func() bool {
+			for i := range obs {
+				if !holds(w, res(i)) {
+					return false
+				}
+			}
+			return true
+		})
+		var removals [][]wire.NodeID
+		for _, d := range decisions[*wire.Sync](s)[syncs:] {
+			if len(d.Removed()) > 0 {
+				removals = append(removals, d.Removed())
+			}
+		}
+		if len(removals) != 2 {
+			t.Errorf("names reversed %v: SYNCs removed %v, want the six in two", reverse, removals)
+		}
+		t.Logf("names reversed %v: the voter holds all six locks %d ticks after the crash; SYNCs removed %v", reverse, s.Tick()-died, removals)
 		checkClean(t, s)
 	}
 }

@@ -578,13 +578,14 @@ func (n *Node) endTurn() {
 		}
 		break
 	}
-	// A holder's removal and its queue's head's wait for different SYNCs
-	// (see state.headRemovedWithHolder): the head goes in a later one.
-	for head := st.headRemovedWithHolder(sync.Removed()); head != 0; head = st.headRemovedWithHolder(sync.Removed()) {
-		if sync.Remove == head {
+	// A holder and the head of its queue go in different SYNCs (see
+	// state.headsRemovedWithHolders): the head in a later one.
+	if removed := sync.Removed(); len(removed) > 1 {
+		going := st.removable(removed)
+		if !slices.Contains(going, sync.Remove) {
 			sync.Remove = 0
 		}
-		sync.RemoveObservers = slices.DeleteFunc(sync.RemoveObservers, func(id wire.NodeID) bool { return id == head })
+		sync.RemoveObservers = slices.DeleteFunc(sync.RemoveObservers, func(id wire.NodeID) bool { return !slices.Contains(going, id) })
 	}
 	if sync.Remove == 0 && n.wantsPromotion() && committed && !slices.Contains(sync.RemoveObservers, s.promoting) {
 		sync.Promote = s.promoting // confirmed alive (maybeEndTurn), or none

@@ -245,23 +245,81 @@ func (s *state) removeMembers(ids []wire.NodeID, t uint64) (hand []handover, los
 	return hand, lost
 }
 
-// headRemovedWithHolder returns a member of ids that heads the queue of a
-// resource whose holder is in ids too (0 if there is none), the first in
-// resource order. One decision must not remove both: the head may have taken
-// the resource on the holder's release (enterOnRelease) with that
-// decision's T as its fencing token, so the log must hand the resource to it
-// at that T, and on from it only at a later one, under a larger token.
-func (s *state) headRemovedWithHolder(ids []wire.NodeID) wire.NodeID {
+// headsRemovedWithHolders returns the members of ids that head the queue of
+// a resource whose holder is in ids too. One decision must not remove both:
+// the head may have taken the resource on the holder's release
+// (enterOnRelease) with that decision's T as its fencing token, so the log
+// must hand the resource to it at that T, and on from it only at a later
+// one, under a larger token. (A holder that heads its own queue, having
+// asked again, is no such head.)
+func (s *state) headsRemovedWithHolders(ids []wire.NodeID) map[wire.NodeID][]wire.NodeID {
 	if len(ids) < 2 {
-		return 0
+		return nil
 	}
-	for _, name := range s.resourceNames() {
-		r := s.resources[name]
-		if len(r.queue) > 0 && r.queue[0].Node != r.holder && slices.Contains(ids, r.holder) && slices.Contains(ids, r.queue[0].Node) {
-			return r.queue[0].Node
+	in := make(map[wire.NodeID]bool, len(ids))
+	for _, id := range ids {
+		in[id] = true
+	}
+	var behind map[wire.NodeID][]wire.NodeID // a head: the holders it waits behind
+	for _, r := range s.resources {
+		if head := r.queue; len(head) > 0 && head[0].Node != r.holder && in[r.holder] && in[head[0].Node] {
+			if behind == nil {
+				behind = map[wire.NodeID][]wire.NodeID{}
+			}
+			behind[head[0].Node] = append(behind[head[0].Node], r.holder)
 		}
 	}
-	return 0
+	for _, hs := range behind {
+		slices.Sort(hs) // the resources' map order must not decide anything
+	}
+	return behind
+}
+
+// removable returns the members of ids, in their order, that one decision
+// may remove together (see headsRemovedWithHolders): a head waits for a later
+// decision only if the holder it waits behind goes in this one. Holders go
+// first, so that a chain of dead members, each holding what the next waits
+// for, goes in two decisions, whatever the resources are called; a cycle
+// of them may cost a third. It is linear in the resources and the members.
+func (s *state) removable(ids []wire.NodeID) []wire.NodeID {
+	behind := s.headsRemovedWithHolders(ids)
+	if len(behind) == 0 {
+		return ids
+	}
+	const (
+		deciding = iota + 1
+		goes
+		stays
+	)
+	verdict := map[wire.NodeID]int{}
+	var decide func(id wire.NodeID) bool
+	decide = func(id wire.NodeID) bool {
+		switch verdict[id] {
+		case deciding:
+			return false // a cycle: counted as staying here, checked below
+		case goes:
+			return true
+		case stays:
+			return false
+		}
+		verdict[id] = deciding
+		ok := true
+		for _, h := range behind[id] {
+			if decide(h) {
+				ok = false
+			}
+		}
+		verdict[id] = stays
+		if ok {
+			verdict[id] = goes
+		}
+		return ok
+	}
+	out := slices.DeleteFunc(slices.Clone(ids), func(id wire.NodeID) bool { return !decide(id) })
+	// A cycle may leave a head and its holder both going: such heads stay
+	// too (all at once: fewer going can make no new pair).
+	stay := s.headsRemovedWithHolders(out)
+	return slices.DeleteFunc(out, func(id wire.NodeID) bool { _, ok := stay[id]; return ok })
 }
 
 // headIs reports whether node waits first in the queue of a resource held

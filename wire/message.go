@@ -308,7 +308,7 @@ type Silence struct {
 // majority, so removing one changes none, and a script host whose lock
 // commands all died is cleared in a turn or two, not one turn per command.
 // No member goes together with the holder of a resource whose queue it
-// heads (the arbiter's state.headRemovedWithHolder says why).
+// heads (the arbiter's state.headsRemovedWithHolders says why).
 type Sync struct {
 	_struct    struct{} `codec:",toarray"`
 	T, Next    uint64
