@@ -7,20 +7,27 @@ import (
 	"github.com/mcnode/mcnode/wire"
 )
 
-// removeMembers drops every member before it passes anything on, so that a
-// resource passes once, to the first waiter that stays, under the decision's
-// T: passing it to a removed waiter first, and on from it at the same T,
-// would make two holders of one token. (No SYNC removes a holder and the head
-// of its queue together any more, see TestHeadRemovedWithHolder; the state
-// does not rely on it.)
-func TestRemovingHolderAndNextPassesOnce(t *testing.T) {
+// queuedState is a state of six members, 3 to 6 observers, where node 3
+// holds r and nodes 4, 1 and 5 wait for it, in that order.
+func queuedState() *state {
 	st := newState(1, DefaultConfig().Params)
-	for id := wire.NodeID(1); id <= 5; id++ {
+	for id := wire.NodeID(1); id <= 6; id++ {
 		st.addMember(id, uint64(id)*10, "h", id >= 3, false)
 	}
 	for i, id := range []wire.NodeID{3, 4, 1, 5} {
 		st.request(&wire.Grant{T: uint64(10 + i), Node: id, Req: 1, Resource: "r"})
 	}
+	return st
+}
+
+// removeMembers drops every member before it passes anything on, so that a
+// resource passes once, to the first waiter that stays, under the decision's
+// T: passing it to a removed waiter first, and on from it at the same T,
+// would make two holders of one token. (No SYNC removes a holder and the head
+// of its queue together any more, see TestHeadsRemovedWithHolders; the state
+// does not rely on it.)
+func TestRemovingHolderAndNextPassesOnce(t *testing.T) {
+	st := queuedState()
 	hand, lost := st.removeMembers([]wire.NodeID{3, 4}, 99)
 	r := st.resources["r"]
 	if r.holder != 1 || r.token != 99 || len(r.queue) != 1 || r.queue[0].Node != 5 {
@@ -29,7 +36,7 @@ func TestRemovingHolderAndNextPassesOnce(t *testing.T) {
 	if len(hand) != 1 || hand[0].to != 1 || len(lost) != 1 || lost[0].token != 10 {
 		t.Errorf("hand-overs %+v, lost %+v: want one hand-over, to node 1, and node 3's token 10 lost", hand, lost)
 	}
-	if len(st.members) != 3 || st.member(3) != nil || st.member(4) != nil || st.memberByInc(30) != nil {
+	if len(st.members) != 4 || st.member(3) != nil || st.member(4) != nil || st.memberByInc(30) != nil {
 		t.Errorf("members after the removal: %d", len(st.members))
 	}
 }
@@ -39,13 +46,7 @@ func TestRemovingHolderAndNextPassesOnce(t *testing.T) {
 // back, a head whose holder stays, and a holder that heads its own queue,
 // are free to go.
 func TestHeadsRemovedWithHolders(t *testing.T) {
-	st := newState(1, DefaultConfig().Params)
-	for id := wire.NodeID(1); id <= 6; id++ {
-		st.addMember(id, uint64(id)*10, "h", id >= 3, false)
-	}
-	for i, id := range []wire.NodeID{3, 4, 1, 5} {
-		st.request(&wire.Grant{T: uint64(10 + i), Node: id, Req: 1, Resource: "r"})
-	}
+	st := queuedState()
 	st.request(&wire.Grant{T: 20, Node: 6, Req: 1, Resource: "q"})
 	st.request(&wire.Grant{T: 21, Node: 6, Req: 2, Resource: "q"}) // the holder asks again: it heads its own queue
 	for _, c := range []struct {
