@@ -739,3 +739,63 @@ func waitView(t *testing.T, s *simtest.Sim, ticks int, what string, n int) {
 		return srv != nil && len(srv.Node.Members()) == n
 	})
 }
+
+// Two voters of five stop hearing the group (cut off one way: the group
+// still hears them, so never removes them), while a sixth host joins and
+// comes to serve. When they hear again, the server pings them, a member
+// they do not know, from far on in the log, and their leases have run out.
+// They used to conclude that the group had gone on without them and rejoin
+// as new incarnations, though the group still counted both as voters: two
+// of six voting slots held by nobody, which one more crash turns into a
+// group without a majority for good (seed 288766 of the observers' property
+// test). They now ask that server for the state, find themselves in it, and
+// go on as the members they were; the server then dies, and the group,
+// with both, takes over and grants again.
+func TestCutOffVotersAskTheUnknownServerBeforeRejoining(t *testing.T) {
+	offline := true
+	s := simtest.New(simtest.Options{Seed: 41, Hosts: 6, Trace: traceTo(t), Drop: func(d *simtest.Datagram) bool {
+		return offline && (d.From == 5 || d.To == 5)
+	}})
+	waitUntil(t, s, 300, "five hosts joined", func() bool {
+		for _, h := range s.Hosts[:5] {
+			if !h.Node.Joined() {
+				return false
+			}
+		}
+		return true
+	})
+	_, _, others := roles(t, s)
+	victims := others[:2]
+	ids := []wire.NodeID{victims[0].Node.ID(), victims[1].Node.ID()}
+	for _, v := range victims {
+		for _, h := range s.Hosts {
+			if h != v {
+				s.Cut(h.Index, v.Index)
+			}
+		}
+	}
+	offline = false
+	comer := s.Hosts[5]
+	waitUntil(t, s, 600, "the sixth host is admitted", func() bool { return comer.Node.ID() != 0 && comer.Node.HasState() })
+	waitUntil(t, s, 3000, "the sixth host serves and the cut-off voters' leases ran out", func() bool {
+		return server(s) == comer && victims[0].Node.LeaseExpiry() < victims[0].Node.Now() && victims[1].Node.LeaseExpiry() < victims[1].Node.Now()
+	})
+	s.Heal()
+	waitUntil(t, s, 300, "the cut-off voters know the sixth host", func() bool {
+		for _, v := range victims {
+			if v.Node.Stopped() || !slices.ContainsFunc(v.Node.Members(), func(m arbiter.MemberInfo) bool { return m.ID == comer.Node.ID() }) {
+				return false
+			}
+		}
+		return true
+	})
+	for i, v := range victims {
+		if v.Node.ID() != ids[i] || hasEvent(v, arbiter.EventRemoved) {
+			t.Errorf("h%d: node %d, was %d; reported removed %v", v.Index, v.Node.ID(), ids[i], hasEvent(v, arbiter.EventRemoved))
+		}
+	}
+	s.Crash(comer.Index)
+	acquire(t, s, victims[0], "r")
+	waitUntil(t, s, 1000, "a cut-off voter is granted r after the server died", func() bool { return holds(victims[0], "r") })
+	checkClean(t, s)
+}

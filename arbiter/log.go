@@ -1017,7 +1017,7 @@ func (n *Node) tickTransfer() {
 // with the state) or catching up as the winner of a takeover. State sent
 // unasked is ignored: a node's state changes only by its own request.
 func (n *Node) wantsState() bool {
-	return n.st == nil || n.join != nil || n.xfer.need || n.log.gap || (n.claim != nil && n.claim.won)
+	return n.st == nil || n.join != nil || n.xfer.need || n.log.gap || (n.claim != nil && n.claim.won) || n.askedStranger.id != 0
 }
 
 // onStateChunk reassembles a state transfer and installs it. A node with a
@@ -1027,7 +1027,8 @@ func (n *Node) onStateChunk(src string, h wire.Header, from *member, c *wire.Sta
 	if c.Count == 0 || c.Index >= c.Count {
 		return fmt.Errorf("arbiter: state chunk %d of %d", c.Index, c.Count)
 	}
-	if !n.wantsState() || (n.st != nil && from == nil) || h.From == 0 {
+	asked := n.cfg.Authenticated && n.askedStranger.id == h.From && n.askedStranger.addr == src
+	if !n.wantsState() || (n.st != nil && from == nil && !asked) || h.From == 0 {
 		n.stats.Unasked++
 		return nil
 	}
@@ -1092,6 +1093,7 @@ func (n *Node) install(snap *wire.Snapshot) {
 	}
 	n.st = stateFromSnapshot(snap)
 	n.id = me.ID
+	n.askedStranger = strangerAsk{} // it answered: we are still a member
 	if n.st.epoch == 1 || n.st.t%n.st.params.TurnLength != 0 {
 		// The state shows its epoch past any wait for older leases: the
 		// group's first epoch began with no takeover, and a T off a turn
@@ -1234,7 +1236,7 @@ func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) err
 		return nil
 	}
 	if from == nil {
-		n.pingedByStranger(h)
+		n.pingedByStranger(src, h)
 		return nil
 	}
 	if h.Epoch < n.promised {
@@ -1295,6 +1297,19 @@ func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) err
 	return nil
 }
 
+// strangerAsk is a request for the state sent to a server this node does
+// not know (see pingedByStranger).
+type strangerAsk struct {
+	id    wire.NodeID
+	addr  string
+	at    uint64
+	tries int
+}
+
+// strangerTries is how many times a stranded node asks an unknown server for
+// the state, a retry interval apart, before it rejoins as a new incarnation.
+const strangerTries = 3
+
 // pingedByStranger handles a ping from a server this node does not know: a
 // member admitted by decisions it has not applied. Usually it is only a
 // little behind, and repairs its log from the members it knows before long.
@@ -1303,12 +1318,18 @@ func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) err
 // carry the group on, and could never learn from them: it takes no state
 // or decision from a stranger, which a forger could be. So once no server
 // it knows has renewed its lease for a lease, while a server it does not
-// know pings it from further on in the log, it concludes that the group went
-// on without it and rejoins as a new incarnation: it holds nothing any more
-// (its lease ran out), and the group removes the old one after its lease.
-// It does so only where datagrams are authenticated (Config.Authenticated);
-// elsewhere it reports that it is stranded (EventStranded).
-func (n *Node) pingedByStranger(h wire.Header) {
+// know pings it from further on in the log, it asks that server for the
+// state, which says whether the group still counts it: a voter cut off while
+// a member joined that went on to serve is one, and if it rejoined as a new
+// incarnation instead, the group, which can remove the old one only with a
+// majority, might have none left (a seeded run had two such voters of five
+// rejoin, then the server crash, and the group never decided again). Only if
+// no state comes does it conclude that the group went on without it and
+// rejoin: it holds nothing any more (its lease ran out), and the group
+// removes the old one after its lease. It does either only where datagrams
+// are authenticated (Config.Authenticated), so that the unknown server is
+// the group's; elsewhere it reports that it is stranded (EventStranded).
+func (n *Node) pingedByStranger(src string, h wire.Header) {
 	st := n.st
 	if h.From < st.nextID || h.Epoch < n.promised || !after(h.LogEpoch, h.T, st.epoch, st.t) ||
 		!n.leaseExpired() || n.srv != nil || n.leave != nil {
@@ -1323,6 +1344,16 @@ func (n *Node) pingedByStranger(h wire.Header) {
 			n.emit(Event{Kind: EventStranded, Node: h.From, Reason: fmt.Sprintf("the server, node %d, is none this node knows, and no server it knows renewed its lease: "+
 				"the group may have gone on without it (its log ends at T=%d, epoch %d; the server's at T=%d, epoch %d); "+
 				"it goes on once a member it knows answers it (catching its log up, or telling it the group removed it); if that does not come, restart it to rejoin (with a group key it rejoins by itself)", h.From, st.t, st.epoch, h.T, h.LogEpoch)})
+		}
+		return
+	}
+	if a := &n.askedStranger; a.tries < strangerTries {
+		if a.id != h.From || a.addr != src {
+			*a = strangerAsk{id: h.From, addr: src}
+		}
+		if a.tries == 0 || n.now-a.at >= uint64(n.cfg.RetryTicks) {
+			a.at, a.tries = n.now, a.tries+1
+			n.out = append(n.out, Outbound{Addr: src, Msg: &wire.StateRequest{}})
 		}
 		return
 	}

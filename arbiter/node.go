@@ -117,7 +117,10 @@ type Node struct {
 	// betterAskedAt, whether it would vote for it (see betterAsking).
 	betterAsked   bool
 	betterAskedAt uint64
-	stranded      bool   // EventStranded was reported (see pingedByStranger)
+	stranded      bool // EventStranded was reported (see pingedByStranger)
+	// askedStranger is the unknown server this node asked for the state,
+	// and when and how often (see pingedByStranger).
+	askedStranger strangerAsk
 	attempts      uint64 // claims this node has started: see wire.Claim.Attempt
 	// grantsWaiting is false when no request has a grant waiting to take
 	// effect, which spares confirmGrants its scan at every step.
