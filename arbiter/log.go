@@ -835,8 +835,18 @@ func (n *Node) notMember(src string, h wire.Header) {
 // on in, which is how it missed its removal.) It rejoins as a new
 // incarnation. An answer that names another ID (its header's For) was for
 // the ID this node had before it last rejoined, and says nothing of this
-// one; an older peer names none, and is believed as before.
-func (n *Node) onNotMember(h wire.Header, from *member) {
+// one; an older peer names none, and is believed as before. The answer of
+// the unknown server a stranded node asked for the state (pingedByStranger)
+// counts too, with a group key.
+func (n *Node) onNotMember(src string, h wire.Header, from *member) {
+	if a := n.askedStranger; from == nil && n.st != nil && n.cfg.Authenticated && n.askingStranger() && a.id == h.From && a.addr == src &&
+		h.For.Includes(n.id) && !after(n.st.epoch, n.st.t, h.LogEpoch, h.T) && n.leave == nil && n.srv == nil {
+		// The unknown server this node asked for the state (see
+		// pingedByStranger), with a group key the group's, says its view
+		// does not list this node: the group removed it.
+		n.finish(EventRemoved, fmt.Sprintf("node %d, a server this node did not know, at T=%d, no longer lists this node: the group removed it in decisions this node missed", h.From, h.T))
+		return
+	}
 	if n.st == nil || from == nil || h.LogEpoch < n.st.epoch || after(n.st.epoch, n.st.t, h.LogEpoch, h.T) || !h.For.Includes(n.id) {
 		return
 	}
@@ -1017,7 +1027,7 @@ func (n *Node) tickTransfer() {
 // with the state) or catching up as the winner of a takeover. State sent
 // unasked is ignored: a node's state changes only by its own request.
 func (n *Node) wantsState() bool {
-	return n.st == nil || n.join != nil || n.xfer.need || n.log.gap || (n.claim != nil && n.claim.won) || n.askedStranger.id != 0
+	return n.st == nil || n.join != nil || n.xfer.need || n.log.gap || (n.claim != nil && n.claim.won) || n.askingStranger()
 }
 
 // onStateChunk reassembles a state transfer and installs it. A node with a
@@ -1027,7 +1037,7 @@ func (n *Node) onStateChunk(src string, h wire.Header, from *member, c *wire.Sta
 	if c.Count == 0 || c.Index >= c.Count {
 		return fmt.Errorf("arbiter: state chunk %d of %d", c.Index, c.Count)
 	}
-	asked := n.cfg.Authenticated && n.askedStranger.id == h.From && n.askedStranger.addr == src
+	asked := n.cfg.Authenticated && n.askingStranger() && n.askedStranger.id == h.From && n.askedStranger.addr == src
 	if !n.wantsState() || (n.st != nil && from == nil && !asked) || h.From == 0 {
 		n.stats.Unasked++
 		return nil
@@ -1297,18 +1307,27 @@ func (n *Node) onPing(src string, h wire.Header, from *member, p *wire.Ping) err
 	return nil
 }
 
-// strangerAsk is a request for the state sent to a server this node does
-// not know (see pingedByStranger).
+// strangerAsk is a stranded node's request for the state to the servers it
+// does not know (see pingedByStranger): the last one asked, when it first
+// asked any, and when it asked last.
 type strangerAsk struct {
-	id    wire.NodeID
-	addr  string
-	at    uint64
-	tries int
+	id        wire.NodeID
+	addr      string
+	first, at uint64
 }
 
-// strangerTries is how many times a stranded node asks an unknown server for
-// the state, a retry interval apart, before it rejoins as a new incarnation.
+// strangerTries is how many retry intervals a stranded node asks the servers
+// it does not know for the state, one ask an interval, before it rejoins as a
+// new incarnation.
 const strangerTries = 3
+
+// askingStranger reports whether this node asked an unknown server for the
+// state and may still take its answer: for a retry interval after it would
+// rejoin, so that a late state or a stale ask changes nothing later.
+func (n *Node) askingStranger() bool {
+	a := n.askedStranger
+	return a.id != 0 && n.now-a.first < uint64((strangerTries+1)*n.cfg.RetryTicks)
+}
 
 // pingedByStranger handles a ping from a server this node does not know: a
 // member admitted by decisions it has not applied. Usually it is only a
@@ -1347,12 +1366,16 @@ func (n *Node) pingedByStranger(src string, h wire.Header) {
 		}
 		return
 	}
-	if a := &n.askedStranger; a.tries < strangerTries {
-		if a.id != h.From || a.addr != src {
-			*a = strangerAsk{id: h.From, addr: src}
-		}
-		if a.tries == 0 || n.now-a.at >= uint64(n.cfg.RetryTicks) {
-			a.at, a.tries = n.now, a.tries+1
+	// The servers take turns, and under load one may ping only once a turn:
+	// the asks count from the first, whichever server each went to, so that
+	// a node the group did remove still rejoins in time.
+	a := &n.askedStranger
+	if !n.askingStranger() {
+		*a = strangerAsk{first: n.now}
+	}
+	if n.now-a.first < uint64(strangerTries*n.cfg.RetryTicks) {
+		if a.id != h.From || a.addr != src || n.now-a.at >= uint64(n.cfg.RetryTicks) {
+			a.id, a.addr, a.at = h.From, src, n.now
 			n.out = append(n.out, Outbound{Addr: src, Msg: &wire.StateRequest{}})
 		}
 		return

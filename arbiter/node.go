@@ -394,7 +394,7 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 	case *wire.StateChunk:
 		err = n.onStateChunk(src, h, from, m)
 	case *wire.NotMember:
-		n.onNotMember(h, from)
+		n.onNotMember(src, h, from)
 	case *wire.Update:
 		n.onUpdate(h, m)
 	case *wire.Claim:
@@ -531,14 +531,17 @@ func (n *Node) Cancel(resource string) error {
 // this node's view may go on to its handler: a join request (a newcomer's),
 // a request for decisions or the state (answered by notMember), a decision
 // or a ping (from a member admitted by decisions this node lacks: see
-// onDecision, pingedByStranger), and a state transfer (counted as unasked
-// there). Nothing else a non-member says means anything to a member: the
+// onDecision, pingedByStranger), a state transfer (counted as unasked
+// there), and the NotMember of the unknown server a stranded node asked for
+// the state (onNotMember). Nothing else a non-member says means anything to a member: the
 // operations of a member admitted by decisions this node lacks are sent
 // again until decided, by when this node knows it.
 func (n *Node) strangerMay(h wire.Header, m wire.Message) bool {
 	switch m.(type) {
 	case *wire.JoinRequest, *wire.Nak, *wire.StateRequest, wire.Decision, *wire.Ping, *wire.StateChunk:
 		return true
+	case *wire.NotMember:
+		return n.askingStranger() // the answer of the unknown server asked for the state
 	}
 	return false
 }
@@ -832,6 +835,7 @@ func (n *Node) renew(at uint64) {
 	if at > n.anchor {
 		n.anchor = at
 	}
+	n.askedStranger = strangerAsk{} // a server this node knows heard it: it is stranded no more
 }
 
 func (n *Node) leaseExpired() bool {
