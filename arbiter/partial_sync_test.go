@@ -69,23 +69,7 @@ func overflowScenario(t *testing.T, tweak func(*arbiter.Config), resumeAfter int
 				return
 			}
 			if load {
-				for _, h := range loaders {
-					if !h.Alive || h.Paused || !h.Node.Joined() {
-						continue
-					}
-					for k := 0; k < 4; k++ {
-						r := fmt.Sprintf("busy%d", k)
-						if holds(h, r) {
-							s.Check.Released(h, r)
-							_ = h.Node.Release(r)
-						} else if !slices.Contains(h.Node.Waiting(), r) {
-							if req, err := h.Node.Acquire(r); err == nil {
-								s.Check.Acquired(h, req)
-							}
-						}
-					}
-					s.Flush(h)
-				}
+				churn(s, loaders, 4)
 			}
 			s.RunTicks(1)
 		}
@@ -132,4 +116,27 @@ func overflowScenario(t *testing.T, tweak func(*arbiter.Config), resumeAfter int
 	t.Logf("tick %d: w holds r; the target still holds it: %v (lease expires in %d ticks)", s.Tick(), holds(target, "r"), int64(target.Node.LeaseExpiry())-int64(target.Node.Now()))
 	run(200, "", nil)
 	checkClean(t, s)
+}
+
+// churn has each running member of hosts release the resources busy0 to
+// busy(k-1) it holds and ask for those it neither holds nor waits for: one
+// step of a steady load.
+func churn(s *simtest.Sim, hosts []*simtest.Host, k int) {
+	for _, h := range hosts {
+		if !h.Alive || h.Paused || !h.Node.Joined() {
+			continue
+		}
+		for i := 0; i < k; i++ {
+			r := fmt.Sprintf("busy%d", i)
+			if holds(h, r) {
+				s.Check.Released(h, r)
+				_ = h.Node.Release(r)
+			} else if !slices.Contains(h.Node.Waiting(), r) {
+				if req, err := h.Node.Acquire(r); err == nil {
+					s.Check.Acquired(h, req)
+				}
+			}
+		}
+		s.Flush(h)
+	}
 }

@@ -2,7 +2,6 @@ package arbiter_test
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/mcnode/mcnode/arbiter"
@@ -21,12 +20,7 @@ func TestStrandedAmongAlternatingStrangersRejoins(t *testing.T) {
 		s := newGroup(t, 3, 77, nil)
 		_, _, others := roles(t, s)
 		v := others[0]
-		for _, h := range s.Hosts {
-			if h != v {
-				s.Cut(h.Index, v.Index)
-				s.Cut(v.Index, h.Index)
-			}
-		}
+		isolate(s, v)
 		s.RunTicks(400) // past the lease: the group removes it
 		for i := 0; i < 40 && !v.Node.Stopped(); i++ {
 			id := servers[i%len(servers)]
@@ -60,12 +54,7 @@ func TestStrandedAmongRotatingStrangersLearnsItsRemoval(t *testing.T) {
 	})
 	_, _, others := roles(t, s)
 	v := others[0]
-	for _, h := range s.Hosts {
-		if h != v {
-			s.Cut(h.Index, v.Index)
-			s.Cut(v.Index, h.Index)
-		}
-	}
+	isolate(s, v)
 	offline = false
 	waitUntil(t, s, 2000, "the newcomers joined and v was removed", func() bool {
 		srv := server(s)
@@ -84,20 +73,7 @@ func TestStrandedAmongRotatingStrangersLearnsItsRemoval(t *testing.T) {
 	s.Heal()
 	healed := s.Tick()
 	for i := 0; i < 300 && !v.Node.Stopped(); i++ {
-		for _, h := range s.Hosts[3:] {
-			for k := 0; k < 8; k++ {
-				r := fmt.Sprintf("busy%d", k)
-				if holds(h, r) {
-					s.Check.Released(h, r)
-					_ = h.Node.Release(r)
-				} else if !slices.Contains(h.Node.Waiting(), r) {
-					if req, err := h.Node.Acquire(r); err == nil {
-						s.Check.Acquired(h, req)
-					}
-				}
-			}
-			s.Flush(h)
-		}
+		churn(s, s.Hosts[3:], 8)
 		s.RunTicks(1)
 	}
 	if !hasEvent(v, arbiter.EventRemoved) {
@@ -105,4 +81,14 @@ func TestStrandedAmongRotatingStrangersLearnsItsRemoval(t *testing.T) {
 	}
 	t.Logf("v learned its removal %d ticks after the heal", s.Tick()-healed)
 	checkClean(t, s)
+}
+
+// isolate cuts every link to and from v.
+func isolate(s *simtest.Sim, v *simtest.Host) {
+	for _, h := range s.Hosts {
+		if h != v {
+			s.Cut(h.Index, v.Index)
+			s.Cut(v.Index, h.Index)
+		}
+	}
 }
