@@ -562,21 +562,16 @@ func (n *Node) endTurn() {
 	// held, so reclaiming cannot overlap.
 	committed := n.viewCommitted()
 	for _, u := range sync.Unheard {
+		if u.Ticks < lease {
+			break // sorted longest silent first: nobody after it lapsed either
+		}
 		switch {
-		case u.Ticks < lease:
-			// Sorted longest silent first: nobody after it lapsed either.
 		case u.ID == next || u.ID == n.id:
-			continue
 		case !st.votes(u.ID):
 			sync.RemoveObservers = append(sync.RemoveObservers, u.ID)
-			continue
 		case sync.Remove == 0 && committed:
 			sync.Remove = u.ID
-			continue
-		default:
-			continue
 		}
-		break
 	}
 	// A holder and the head of its queue go in different SYNCs (see
 	// state.headsRemovedWithHolders): the head in a later one.

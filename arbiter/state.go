@@ -216,25 +216,25 @@ func (s *state) addMember(id wire.NodeID, inc uint64, addr string, observer, tra
 // holders, one after the other, with the same token would make tokens no
 // longer increase from holder to holder.
 func (s *state) removeMembers(ids []wire.NodeID, t uint64) (hand []handover, lost []taken) {
-	gone := func(id wire.NodeID) bool { return slices.Contains(ids, id) }
+	gone := idSet(ids)
 	n := len(s.members)
 	for _, m := range s.members {
-		if gone(m.id) && s.byInc[m.inc] == m {
+		if gone[m.id] && s.byInc[m.inc] == m {
 			delete(s.byInc, m.inc)
 		}
 	}
-	s.members = slices.DeleteFunc(s.members, func(m *member) bool { return gone(m.id) })
+	s.members = slices.DeleteFunc(s.members, func(m *member) bool { return gone[m.id] })
 	if len(s.members) == n {
 		return nil, nil
 	}
 	_ = s.rebuildSchedule() // fewer members than before: cannot fail
-	if gone(s.backup) {
+	if gone[s.backup] {
 		s.backup = 0 // the server names another by a new epoch
 	}
 	for _, name := range s.resourceNames() {
 		r := s.resources[name]
-		r.queue = slices.DeleteFunc(r.queue, func(w wire.Waiter) bool { return gone(w.Node) })
-		if gone(r.holder) {
+		r.queue = slices.DeleteFunc(r.queue, func(w wire.Waiter) bool { return gone[w.Node] })
+		if gone[r.holder] {
 			lost = append(lost, taken{resource: name, token: r.token})
 			if h, ok := s.passOn(name, r, t); ok {
 				hand = append(hand, h)
@@ -243,6 +243,16 @@ func (s *state) removeMembers(ids []wire.NodeID, t uint64) (hand []handover, los
 		s.dropIfIdle(name, r)
 	}
 	return hand, lost
+}
+
+// idSet makes a set of ids: removals may list a thousand members, and are
+// looked up for every member, holder and waiter.
+func idSet(ids []wire.NodeID) map[wire.NodeID]bool {
+	in := make(map[wire.NodeID]bool, len(ids))
+	for _, id := range ids {
+		in[id] = true
+	}
+	return in
 }
 
 // headsRemovedWithHolders returns the members of ids that head the queue of
@@ -256,10 +266,7 @@ func (s *state) headsRemovedWithHolders(ids []wire.NodeID) map[wire.NodeID][]wir
 	if len(ids) < 2 {
 		return nil
 	}
-	in := make(map[wire.NodeID]bool, len(ids))
-	for _, id := range ids {
-		in[id] = true
-	}
+	in := idSet(ids)
 	var behind map[wire.NodeID][]wire.NodeID // a head: the holders it waits behind
 	for _, r := range s.resources {
 		if head := r.queue; len(head) > 0 && head[0].Node != r.holder && in[r.holder] && in[head[0].Node] {
