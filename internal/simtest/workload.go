@@ -2,6 +2,7 @@ package simtest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/mcnode/mcnode/arbiter"
@@ -29,9 +30,21 @@ type Workload struct {
 	// holder of the resource released it, the time from that release to
 	// the grant; both in sub-ticks.
 	Waits, SyncDelays []int64
-	clients           map[int]*client
-	released          map[string]int64 // when each resource was last released
-	serialAt          int64            // Serial: the tick the next request may be made
+	// BurstRate is the probability per tick that a member with no burst
+	// under way asks for BurstSize resources of their own at once (b0,
+	// b1, ..., shared by every member's bursts), besides its one resource
+	// of the workload, and releases each HoldMin..HoldMax ticks after its
+	// grant: a script that locks many files. A burst fills the server's
+	// turn (TurnLength decisions) at once, so turns end early and
+	// unevenly, as a fixed think time never makes them.
+	BurstRate float64
+	BurstSize int
+	// Bursts counts the bursts made, for the report.
+	Bursts   int
+	clients  map[int]*client
+	bursts   map[int]*burst
+	released map[string]int64 // when each resource was last released
+	serialAt int64            // Serial: the tick the next request may be made
 }
 
 type client struct {
@@ -44,6 +57,16 @@ type client struct {
 	releaseAt int64
 }
 
+// burst is one member's burst under way: the requests not yet granted,
+// and the resources held with when each is released.
+type burst struct {
+	inc       uint64
+	asked     map[uint64]string // request -> resource
+	releaseAt map[string]int64  // resource held -> tick of its release
+}
+
+func (b *burst) done() bool { return len(b.asked) == 0 && len(b.releaseAt) == 0 }
+
 const (
 	idle = iota
 	waiting
@@ -52,7 +75,7 @@ const (
 
 // NewWorkload attaches a workload over n resources to every host.
 func NewWorkload(s *Sim, resources int) *Workload {
-	w := &Workload{s: s, HoldMin: 1, HoldMax: 3, ThinkMin: 0, ThinkMax: 10, clients: map[int]*client{}, released: map[string]int64{}}
+	w := &Workload{s: s, HoldMin: 1, HoldMax: 3, ThinkMin: 0, ThinkMax: 10, clients: map[int]*client{}, bursts: map[int]*burst{}, released: map[string]int64{}}
 	for i := 0; i < resources; i++ {
 		w.Resources = append(w.Resources, fmt.Sprintf("r%d", i))
 	}
@@ -85,7 +108,10 @@ func (w *Workload) Step() {
 		w.serialStep(now)
 	}
 	for _, h := range w.s.Hosts {
-		if !h.Alive || !h.Node.Joined() {
+		// A paused process's application is paused with it: it neither
+		// asks nor releases until the process resumes, so a paused holder
+		// holds on, as the group must assume.
+		if !h.Alive || h.Paused || !h.Node.Joined() {
 			continue
 		}
 		c := w.client(h)
@@ -107,6 +133,90 @@ func (w *Workload) Step() {
 			c.state, c.nextAt = idle, now+int64(w.between(w.ThinkMin, w.ThinkMax))
 			w.serialAt = c.nextAt
 			w.s.collect(h)
+		}
+		w.burstStep(h, now)
+	}
+	if w.BurstRate > 0 && !w.Stopped && w.s.Rand.Float64() < w.BurstRate {
+		w.startBurst()
+	}
+}
+
+// burstStep releases what h's burst holds and is due; a burst of an
+// earlier incarnation is gone with it.
+func (w *Workload) burstStep(h *Host, now int64) {
+	b := w.bursts[h.Index]
+	if b == nil {
+		return
+	}
+	if b.inc != h.Node.Inc() {
+		delete(w.bursts, h.Index)
+		return
+	}
+	for _, res := range slices.Sorted(maps.Keys(b.releaseAt)) {
+		if now < b.releaseAt[res] {
+			continue
+		}
+		delete(b.releaseAt, res)
+		w.s.Check.Released(h, res)
+		w.released[res] = w.s.Now
+		if err := h.Node.Release(res); err != nil {
+			w.s.Check.violate("h%d: Release(%q) after a grant in a burst: %v", h.Index, res, err)
+		}
+	}
+	w.s.collect(h)
+	if b.done() {
+		delete(w.bursts, h.Index)
+	}
+}
+
+// startBurst has a random running member with no burst under way ask for
+// BurstSize resources at once.
+func (w *Workload) startBurst() {
+	var ready []*Host
+	for _, h := range w.s.Hosts {
+		if h.Alive && !h.Paused && h.Node.Joined() && w.bursts[h.Index] == nil {
+			ready = append(ready, h)
+		}
+	}
+	if len(ready) == 0 {
+		return
+	}
+	h := ready[w.s.Rand.Intn(len(ready))]
+	b := &burst{inc: h.Node.Inc(), asked: map[uint64]string{}, releaseAt: map[string]int64{}}
+	for i := 0; i < w.BurstSize; i++ {
+		res := fmt.Sprintf("b%d", i)
+		req, err := h.Node.Acquire(res)
+		if err != nil {
+			continue
+		}
+		b.asked[req] = res
+		w.s.Check.Acquired(h, req)
+	}
+	w.s.tracef("h%d bursts %d requests", h.Index, len(b.asked))
+	w.Bursts++
+	w.bursts[h.Index] = b
+	w.s.collect(h)
+}
+
+// burstEvent applies an event of h's node to its burst, if it is one.
+func (w *Workload) burstEvent(h *Host, e arbiter.Event) {
+	b := w.bursts[h.Index]
+	if b == nil || b.inc != h.Node.Inc() {
+		return
+	}
+	switch e.Kind {
+	case arbiter.EventGranted:
+		if res, ok := b.asked[e.Req]; ok && res == e.Resource {
+			delete(b.asked, e.Req)
+			b.releaseAt[res] = w.s.Tick() + int64(w.between(w.HoldMin, w.HoldMax))
+		}
+	case arbiter.EventLost:
+		delete(b.releaseAt, e.Resource)
+		for req, res := range b.asked {
+			if res == e.Resource {
+				delete(b.asked, req)
+				w.s.Check.Cancelled(h, req)
+			}
 		}
 	}
 }
@@ -131,7 +241,9 @@ func (w *Workload) serialStep(now int64) {
 		if c := w.client(h); c.state != idle {
 			return
 		}
-		ready = append(ready, h)
+		if !h.Paused {
+			ready = append(ready, h)
+		}
 	}
 	if len(ready) == 0 {
 		return
@@ -147,6 +259,7 @@ func (w *Workload) serialStep(now int64) {
 }
 
 func (w *Workload) onEvent(h *Host, e arbiter.Event) {
+	w.burstEvent(h, e)
 	c := w.client(h)
 	switch e.Kind {
 	case arbiter.EventGranted:
@@ -284,7 +397,7 @@ func (f *Faults) Step() {
 	case pause:
 		f.Pauses++
 		s.Pause(h.Index, pick%2 == 0)
-		f.pausedFor[h.Index] = int64(f.PauseMin + s.Rand.Intn(f.PauseMax-f.PauseMin+1))
+		f.pausedFor[h.Index] = f.pauseLength(h, int64(f.PauseMin+s.Rand.Intn(f.PauseMax-f.PauseMin+1)))
 		f.resumeAt[h.Index] = now + f.pausedFor[h.Index]
 	case leave && h.Node.Joined() && f.mayCrash(h):
 		// A leave that no majority records ends in the node giving up, as
@@ -294,6 +407,22 @@ func (f *Faults) Step() {
 		_ = h.Node.Leave()
 		s.collect(h)
 	}
+}
+
+// pauseLength is how long h is paused, d ticks drawn: a pause long enough
+// for the group to remove h ends with h coming back as a new member, so the
+// members left must then keep a majority of the view without h, or the pause
+// is cut short (to less than half a lease, so that it still outlasts a
+// takeover). Seed 2033 of TestPropertySeeded paused one of three voters past
+// its removal while another was leaving, which then gave up, and the last
+// could never decide again. A pause the others cannot remove h for (in a
+// group of two) does no such harm: h comes back as the member it was.
+func (f *Faults) pauseLength(h *Host, d int64) int64 {
+	short := int64(f.s.Config(0, false).Params.LeaseTicks / 2)
+	if d >= short && !f.mayLose(h, true) {
+		d = int64(f.PauseMin) + d%(short-int64(f.PauseMin))
+	}
+	return d
 }
 
 // crashObservers crashes every running host that is an observer in its own
@@ -319,7 +448,11 @@ func (f *Faults) crashObservers() {
 // no majority-based protocol can without members that remember. Paused
 // hosts come back; they count as running, unless the pause is long enough
 // for the group to remove them (they then come back as new members).
-func (f *Faults) mayCrash(h *Host) bool {
+func (f *Faults) mayCrash(h *Host) bool { return f.mayLose(h, false) }
+
+// mayLose is mayCrash; with removed, it asks instead whether the others
+// keep a majority of the view once the group has removed h.
+func (f *Faults) mayLose(h *Host, removed bool) bool {
 	s := f.s
 	lease := s.Config(0, false).Params.LeaseTicks
 	running := func(m arbiter.MemberInfo) bool {
@@ -342,6 +475,9 @@ func (f *Faults) mayCrash(h *Host) bool {
 		view := x.Node.Members()
 		k, voters, observers, transient := 0, 0, 0, 0
 		for _, m := range view {
+			if removed && m.ID == h.Node.ID() && m.Inc == h.Node.Inc() {
+				continue
+			}
 			if m.Observer {
 				observers++
 				continue // counts for no majority, alive or dead
