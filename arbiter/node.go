@@ -713,12 +713,18 @@ func (n *Node) requestMsg(p *pending) *wire.Request {
 	return &wire.Request{Req: p.req, Resource: p.resource, Floor: n.floor()}
 }
 
-// floor is the highest request ID below which every request of this node has
-// been decided, as far as this node knows.
+// floor is the highest request ID at and below which this node will never
+// send a request again: the server may forget which of them it decided. A
+// request still pending counts, even one queued or granted by a decision
+// this node applied: a takeover may cut that decision off with the branch of
+// the log it was on, and the node then asks again under the same ID
+// (reconcile). Seed 735 of TestPropertySeededCuts: a server that could not
+// be heard queued its own request, then sent others with a floor above it,
+// and the next epoch's server took the request, asked again, for decided.
 func (n *Node) floor() uint64 {
 	f := n.nextReq
 	for _, p := range n.reqs {
-		if !p.queued && p.granted == 0 && p.req <= f {
+		if p.req <= f {
 			f = p.req - 1
 		}
 	}

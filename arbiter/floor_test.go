@@ -1,0 +1,66 @@
+package arbiter_test
+
+import (
+	"testing"
+
+	"github.com/mcnode/mcnode/arbiter"
+	"github.com/mcnode/mcnode/internal/simtest"
+	"github.com/mcnode/mcnode/wire"
+)
+
+// A request this node has queued is still pending: the floor it sends with
+// its next request must stay below it. A takeover may cut the decision that
+// queued it off with its branch of the log, and the node then asks again
+// under the same ID; a server that had taken the floor for a promise would
+// take that request for decided and never serve it (seed 735 of
+// TestPropertySeededCuts).
+func TestFloorStaysBelowAQueuedRequest(t *testing.T) {
+	s := newGroup(t, 3, 5, nil)
+	var holder, waiter *simtest.Host
+	for _, h := range s.Hosts {
+		switch {
+		case h.Node.IsServer():
+		case holder == nil:
+			holder = h
+		default:
+			waiter = h
+		}
+	}
+	acquire(t, s, holder, "r")
+	waitUntil(t, s, 100, "the holder holds r", func() bool { return holds(holder, "r") })
+	queuedReq, err := waiter.Node.Acquire("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Check.Acquired(waiter, queuedReq)
+	s.Flush(waiter)
+	waitUntil(t, s, 100, "the waiter is queued", func() bool { return hasEvent(waiter, arbiter.EventQueued) })
+	var floors []uint64
+	s.Opt.Delivered = func(d *simtest.Datagram) {
+		if d.From != waiter.Index {
+			return
+		}
+		for _, m := range d.Packet.Messages {
+			if r, ok := m.(*wire.Request); ok && r.Resource == "s" {
+				floors = append(floors, r.Floor)
+			}
+		}
+	}
+	acquire(t, s, waiter, "s")
+	waitUntil(t, s, 100, "the waiter holds s", func() bool { return holds(waiter, "s") })
+	if len(floors) == 0 {
+		t.Fatal("no request for s was delivered (the test proves nothing)")
+	}
+	for _, f := range floors {
+		if f >= queuedReq {
+			t.Errorf("the request for s said floor %d, at or above the queued request %d", f, queuedReq)
+		}
+	}
+	if err := holder.Node.Release("r"); err != nil {
+		t.Fatal(err)
+	}
+	s.Check.Released(holder, "r")
+	s.Flush(holder)
+	waitUntil(t, s, 100, "the waiter holds r", func() bool { return holds(waiter, "r") })
+	checkClean(t, s)
+}
