@@ -307,7 +307,12 @@ type Faults struct {
 	// crashes at once, holders and waiters among them: a host running
 	// many scripts' locks dies. The group keeps its majority, however
 	// many they are.
-	ObserversCrashRate         float64
+	ObserversCrashRate float64
+	// GroupCuts adds the shapes of a link that fails one way between two
+	// sets of hosts: any set that cannot hear the others or cannot be
+	// heard by them, and every observer cut off from the voters one way (a
+	// host running many scripts' locks whose link half fails).
+	GroupCuts                  bool
 	RestartMin, RestartMax     int // ticks before a crashed or stopped host starts a new incarnation
 	PauseMin, PauseMax         int // ticks a pause lasts
 	PartitionMin, PartitionMax int // ticks a partition lasts
@@ -571,7 +576,11 @@ func (f *Faults) partition(now int64) {
 	f.Partitions++
 	f.healAt = now + int64(f.PartitionMin+s.Rand.Intn(f.PartitionMax-f.PartitionMin+1))
 	order := s.Rand.Perm(n)
-	switch shape := s.Rand.Intn(4); shape {
+	shapes := 4
+	if f.GroupCuts {
+		shapes = 7
+	}
+	switch shape := s.Rand.Intn(shapes); shape {
 	case 0: // two sides of any sizes
 		k := 1 + s.Rand.Intn(n-1)
 		s.Partition(order[:k], order[k:])
@@ -598,6 +607,32 @@ func (f *Faults) partition(now int64) {
 	case 3: // one host cannot be heard
 		for _, i := range order[1:] {
 			s.Cut(order[0], i)
+		}
+	case 4, 5: // a set of hosts cannot be heard by the others, or cannot hear them
+		k := 1 + s.Rand.Intn(n-1)
+		f.cutOneWay(order[:k], order[k:], shape == 5)
+	case 6: // every observer cut off from the voters, one way
+		var obs, voters []int
+		for _, h := range s.Hosts {
+			if h.Alive && h.Node.HasState() && h.Node.Observer() {
+				obs = append(obs, h.Index)
+			} else {
+				voters = append(voters, h.Index)
+			}
+		}
+		f.cutOneWay(obs, voters, s.Rand.Intn(2) == 0)
+	}
+}
+
+// cutOneWay cuts every link from the hosts of a to those of b, or with deaf
+// from b to a.
+func (f *Faults) cutOneWay(a, b []int, deaf bool) {
+	if deaf {
+		a, b = b, a
+	}
+	for _, i := range a {
+		for _, j := range b {
+			f.s.Cut(i, j)
 		}
 	}
 }
