@@ -764,10 +764,17 @@ func (n *Node) tickRetries() {
 }
 
 // retry sends again this node's requests, releases and cancels that have
-// waited at least "after" ticks for their decision.
+// waited at least "after" ticks for their decision. A server's own are
+// decided as they are sent, and a decision may settle others of the list
+// (a grant taking effect, a release's): those are skipped. Seed 3839 of
+// TestPropertySeededCuts: a server replaying a burst of its own requests
+// crashed on one that the grant of another had taken out.
 func (n *Node) retry(after uint64) {
 	for _, name := range sortedKeys(n.reqs) {
 		p := n.reqs[name]
+		if p == nil {
+			continue
+		}
 		if !p.queued && p.granted == 0 && n.now-p.sentAt >= after {
 			p.sentAt = n.now
 			m := n.requestMsg(p)
@@ -777,6 +784,9 @@ func (n *Node) retry(after uint64) {
 	}
 	for _, req := range sortedKeys(n.rels) {
 		p := n.rels[req]
+		if p == nil {
+			continue
+		}
 		wait := after
 		if r := n.st.resources[p.resource]; !p.cancel && after > 0 && (r == nil || len(r.queue) == 0) {
 			// With nobody queued, the server may hold the release's
@@ -857,6 +867,9 @@ func (n *Node) tickLease() {
 	}
 	for _, name := range sortedKeys(n.held) {
 		h := n.held[name]
+		if h == nil {
+			continue // given up by a decision a release before it made (this node serving)
+		}
 		delete(n.held, name)
 		n.stats.Fenced++
 		n.emit(Event{Kind: EventLost, Node: n.id, Resource: name, Req: h.req, Token: h.token, Expired: true,
@@ -877,8 +890,8 @@ func (n *Node) tickLease() {
 func (n *Node) dropPendingGrants() {
 	for _, name := range sortedKeys(n.reqs) {
 		p := n.reqs[name]
-		if p.granted == 0 {
-			continue
+		if p == nil || p.granted == 0 {
+			continue // p nil: settled by a release before it (this node serving)
 		}
 		delete(n.reqs, name)
 		n.stats.Fenced++

@@ -459,8 +459,9 @@ var observerRegressionSeeds = []int64{
 // cutRegressionSeeds failed once in TestPropertySeededCuts, outside its
 // default sweep; each is kept, with what it found:
 var cutRegressionSeeds = []int64{
-	735, // a server that could not be heard queued its own request, then sent others with a floor above it: the next epoch took the request, asked again, for decided
-	502, // the same
+	735,  // a server that could not be heard queued its own request, then sent others with a floor above it: the next epoch took the request, asked again, for decided
+	502,  // the same
+	3839, // a server replaying its own operations crashed on a request whose grant the decision of another had put in effect
 }
 
 // TestRegressionSeeds replays every seed that ever failed outside the
