@@ -718,9 +718,9 @@ func (n *Node) requestMsg(p *pending) *wire.Request {
 // request still pending counts, even one queued or granted by a decision
 // this node applied: a takeover may cut that decision off with the branch of
 // the log it was on, and the node then asks again under the same ID
-// (reconcile). Seed 735 of TestPropertySeededCuts: a server that could not
-// be heard queued its own request, then sent others with a floor above it,
-// and the next epoch's server took the request, asked again, for decided.
+// (reconcile). Seed 502 of TestPropertySeededCuts: a node sent requests with
+// a floor above one queued by a decision that a takeover then cut off, and
+// the next epoch's server took that request, asked again, for decided.
 func (n *Node) floor() uint64 {
 	f := n.nextReq
 	for _, p := range n.reqs {
