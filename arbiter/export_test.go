@@ -1,8 +1,19 @@
 package arbiter
 
+import "github.com/mcnode/mcnode/wire"
+
 // CorruptStateForTest changes one member's address in this node's replicated
 // state, as a bug or a bit flip would, so that tests can watch the SYNC
 // digest catch it and the state transfer repair it.
 func CorruptStateForTest(n *Node) {
 	n.st.members[0].addr += "-corrupt"
+}
+
+// DecidedForTest returns how many requests of member id this node's state
+// lists as decided above the member's floor.
+func DecidedForTest(n *Node, id wire.NodeID) int {
+	if m := n.st.member(id); m != nil {
+		return len(m.decided)
+	}
+	return -1
 }

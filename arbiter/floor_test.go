@@ -64,3 +64,59 @@ func TestFloorStaysBelowAQueuedRequest(t *testing.T) {
 	waitUntil(t, s, 100, "the waiter holds r", func() bool { return holds(waiter, "r") })
 	checkClean(t, s)
 }
+
+// A member's floor stays below its queued request, so the requests it makes
+// while that one waits are listed as decided one by one: the state folds
+// them into the floor once the list is long, as every member's state does
+// alike, or one long wait would grow the list and every snapshot without
+// bound.
+func TestDecidedListStaysShortWhileARequestWaits(t *testing.T) {
+	s := newGroup(t, 3, 9, nil)
+	var holder, waiter *simtest.Host
+	for _, h := range s.Hosts {
+		switch {
+		case h.Node.IsServer():
+		case holder == nil:
+			holder = h
+		default:
+			waiter = h
+		}
+	}
+	acquire(t, s, holder, "long")
+	waitUntil(t, s, 100, "the holder holds long", func() bool { return holds(holder, "long") })
+	acquire(t, s, waiter, "long")
+	waitUntil(t, s, 100, "the waiter is queued", func() bool { return hasEvent(waiter, arbiter.EventQueued) })
+	longest := 0
+	const cycles = 300
+	for i := 0; i < cycles; i++ {
+		acquire(t, s, waiter, "short")
+		waitUntil(t, s, 100, "the waiter holds short", func() bool { return holds(waiter, "short") })
+		if err := waiter.Node.Release("short"); err != nil {
+			t.Fatal(err)
+		}
+		s.Check.Released(waiter, "short")
+		s.Flush(waiter)
+		waitUntil(t, s, 100, "short released", func() bool {
+			for _, x := range waiter.Node.Resources() {
+				if x.Name == "short" {
+					return false
+				}
+			}
+			return true
+		})
+		for _, h := range s.Hosts {
+			longest = max(longest, arbiter.DecidedForTest(h.Node, waiter.Node.ID()))
+		}
+	}
+	if longest > 2*64 {
+		t.Errorf("the waiter's decided list reached %d entries in %d cycles: it grows with the cycles", longest, cycles)
+	}
+	if err := holder.Node.Release("long"); err != nil {
+		t.Fatal(err)
+	}
+	s.Check.Released(holder, "long")
+	s.Flush(holder)
+	waitUntil(t, s, 100, "the waiter holds long", func() bool { return holds(waiter, "long") })
+	checkClean(t, s)
+	t.Logf("longest decided list: %d entries over %d cycles", longest, cycles)
+}

@@ -720,7 +720,9 @@ func (n *Node) requestMsg(p *pending) *wire.Request {
 // the log it was on, and the node then asks again under the same ID
 // (reconcile). Seed 502 of TestPropertySeededCuts: a node sent requests with
 // a floor above one queued by a decision that a takeover then cut off, and
-// the next epoch's server took that request, asked again, for decided.
+// the next epoch's server took that request, asked again, for decided. The
+// list of decided requests this leaves the state to keep stays short: see
+// state.absorb.
 func (n *Node) floor() uint64 {
 	f := n.nextReq
 	for _, p := range n.reqs {

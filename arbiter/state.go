@@ -399,6 +399,45 @@ func (m *member) markDecided(req, floor uint64) {
 	}
 }
 
+// absorbAt is the length of a member's list of decided requests at which
+// the state folds into the member's floor the requests it shows decided
+// itself: queued, or holding. A member's floor stays below every request it
+// has pending, queued ones too (see Node.floor), so one request waiting long
+// while the member's others come and go would grow the list, and every
+// snapshot, without bound.
+const absorbAt = 64
+
+// absorb raises member m's floor over every request that is decided, in its
+// list or by the state's queues and holders, from the floor up to the first
+// that is not; from absorbAt decided requests on. The state is the same on
+// every member, so the floor is too.
+func (s *state) absorb(m *member) {
+	if len(m.decided) < absorbAt {
+		return
+	}
+	inState := map[uint64]bool{}
+	for _, r := range s.resources {
+		if r.holder == m.id {
+			inState[r.holderReq] = true
+		}
+		for _, w := range r.queue {
+			if w.Node == m.id {
+				inState[w.Req] = true
+			}
+		}
+	}
+	for {
+		next := m.floor + 1
+		switch {
+		case len(m.decided) > 0 && m.decided[0] == next:
+			m.decided = m.decided[1:]
+		case !inState[next]:
+			return
+		}
+		m.floor = next
+	}
+}
+
 // wouldQueue reports whether a request for name made now would wait.
 func (s *state) wouldQueue(name string) bool {
 	r, ok := s.resources[name]
@@ -413,6 +452,7 @@ func (s *state) request(g *wire.Grant) (queued bool) {
 		return g.Queued // a removed member: nothing to record, nothing to contradict
 	}
 	m.markDecided(g.Req, g.Floor)
+	s.absorb(m)
 	r, ok := s.resources[g.Resource]
 	if !ok {
 		r = &resource{}
@@ -442,6 +482,7 @@ func (s *state) releaseMatches(d *wire.Released) bool {
 func (s *state) release(d *wire.Released) (h handover, passed bool) {
 	if m := s.member(d.Node); m != nil {
 		m.markDecided(d.Req, 0)
+		s.absorb(m)
 	}
 	r, ok := s.resources[d.Resource]
 	if !ok {
