@@ -722,7 +722,7 @@ func (n *Node) requestMsg(p *pending) *wire.Request {
 // a floor above one queued by a decision that a takeover then cut off, and
 // the next epoch's server took that request, asked again, for decided. The
 // list of decided requests this leaves the state to keep stays short: see
-// state.absorb.
+// member.markDecided.
 func (n *Node) floor() uint64 {
 	f := n.nextReq
 	for _, p := range n.reqs {

@@ -384,57 +384,28 @@ func (m *member) isDecided(req uint64) bool {
 }
 
 // markDecided records req as decided and forgets what the member's floor
-// says it no longer retries.
+// says it no longer retries. The floor also rises over the decided requests
+// right above it: a member's own floor stays below every request it has
+// pending, queued ones too (see Node.floor), so while one request waits
+// long, the member's requests decided meanwhile would otherwise pile up in
+// the list, and in every snapshot, without bound (past Limits.MaxResources
+// no snapshot validates, and no member could join or catch up). A gap left
+// is a request this branch of the log has not decided: one on its way, or
+// one decided on a branch a takeover cut off, which the member asks again
+// if it still waits for it.
 func (m *member) markDecided(req, floor uint64) {
 	if floor > m.floor {
 		m.floor = floor
 		i, _ := slices.BinarySearch(m.decided, floor+1)
 		m.decided = slices.Delete(m.decided, 0, i)
 	}
-	if req <= m.floor {
-		return
-	}
-	if i, found := slices.BinarySearch(m.decided, req); !found {
-		m.decided = slices.Insert(m.decided, i, req)
-	}
-}
-
-// absorbAt is the length of a member's list of decided requests at which
-// the state folds into the member's floor the requests it shows decided
-// itself: queued, or holding. A member's floor stays below every request it
-// has pending, queued ones too (see Node.floor), so one request waiting long
-// while the member's others come and go would grow the list, and every
-// snapshot, without bound.
-const absorbAt = 64
-
-// absorb raises member m's floor over every request that is decided, in its
-// list or by the state's queues and holders, from the floor up to the first
-// that is not; from absorbAt decided requests on. The state is the same on
-// every member, so the floor is too.
-func (s *state) absorb(m *member) {
-	if len(m.decided) < absorbAt {
-		return
-	}
-	inState := map[uint64]bool{}
-	for _, r := range s.resources {
-		if r.holder == m.id {
-			inState[r.holderReq] = true
-		}
-		for _, w := range r.queue {
-			if w.Node == m.id {
-				inState[w.Req] = true
-			}
+	if req > m.floor {
+		if i, found := slices.BinarySearch(m.decided, req); !found {
+			m.decided = slices.Insert(m.decided, i, req)
 		}
 	}
-	for {
-		next := m.floor + 1
-		switch {
-		case len(m.decided) > 0 && m.decided[0] == next:
-			m.decided = m.decided[1:]
-		case !inState[next]:
-			return
-		}
-		m.floor = next
+	for len(m.decided) > 0 && m.decided[0] == m.floor+1 {
+		m.floor, m.decided = m.decided[0], m.decided[1:]
 	}
 }
 
@@ -452,7 +423,6 @@ func (s *state) request(g *wire.Grant) (queued bool) {
 		return g.Queued // a removed member: nothing to record, nothing to contradict
 	}
 	m.markDecided(g.Req, g.Floor)
-	s.absorb(m)
 	r, ok := s.resources[g.Resource]
 	if !ok {
 		r = &resource{}
@@ -482,7 +452,6 @@ func (s *state) releaseMatches(d *wire.Released) bool {
 func (s *state) release(d *wire.Released) (h handover, passed bool) {
 	if m := s.member(d.Node); m != nil {
 		m.markDecided(d.Req, 0)
-		s.absorb(m)
 	}
 	r, ok := s.resources[d.Resource]
 	if !ok {
