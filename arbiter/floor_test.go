@@ -12,7 +12,7 @@ import (
 // its next request must stay below it. A takeover may cut the decision that
 // queued it off with its branch of the log, and the node then asks again
 // under the same ID; a server that had taken the floor for a promise would
-// take that request for decided and never serve it (seed 502 of
+// take that request for decided and never serve it (seed 195 of
 // TestPropertySeededCuts).
 func TestFloorStaysBelowAQueuedRequest(t *testing.T) {
 	s := newGroup(t, 3, 5, nil)

@@ -718,7 +718,7 @@ func (n *Node) requestMsg(p *pending) *wire.Request {
 // request still pending counts, even one queued or granted by a decision
 // this node applied: a takeover may cut that decision off with the branch of
 // the log it was on, and the node then asks again under the same ID
-// (reconcile). Seed 502 of TestPropertySeededCuts: a node sent requests with
+// (reconcile). Seed 195 of TestPropertySeededCuts: a node sent requests with
 // a floor above one queued by a decision that a takeover then cut off, and
 // the next epoch's server took that request, asked again, for decided. The
 // list of decided requests this leaves the state to keep stays short: see
@@ -768,7 +768,7 @@ func (n *Node) tickRetries() {
 // retry sends again this node's requests, releases and cancels that have
 // waited at least "after" ticks for their decision. A server's own are
 // decided as they are sent, and a decision may settle others of the list
-// (a grant taking effect, a release's): those are skipped. Seed 3839 of
+// (a grant taking effect, a release's): those are skipped. Seed 3488 of
 // TestPropertySeededCuts: a server replaying a burst of its own requests
 // crashed on one that the grant of another had taken out.
 func (n *Node) retry(after uint64) {

@@ -465,9 +465,9 @@ var observerRegressionSeeds = []int64{
 // cutRegressionSeeds failed once in TestPropertySeededCuts, outside its
 // default sweep; each is kept, with what it found:
 var cutRegressionSeeds = []int64{
-	502,  // a request queued by a decision that a takeover cut off, asked again, was taken for decided: its sender had sent a floor above it meanwhile
-	1285, // the same
-	3839, // a server replaying its own operations crashed on a request whose grant the decision of another had put in effect
+	195,  // a request queued by a decision that a takeover cut off, asked again, was taken for decided: its sender had sent a floor above it meanwhile
+	1055, // the same
+	3488, // a server replaying its own operations crashed on a request whose grant the decision of another had put in effect
 }
 
 // TestRegressionSeeds replays every seed that ever failed outside the

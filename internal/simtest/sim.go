@@ -174,6 +174,17 @@ func New(opt Options) *Sim {
 	return s
 }
 
+// baseConfig is the configuration every node shares, the tests' Tweak
+// applied, without drawing an incarnation: for timings, it leaves the run's
+// random draws as they are.
+func (s *Sim) baseConfig() arbiter.Config {
+	cfg := arbiter.DefaultConfig()
+	if s.Opt.Tweak != nil {
+		s.Opt.Tweak(&cfg)
+	}
+	return cfg
+}
+
 // Config returns the configuration a node in host i gets.
 func (s *Sim) Config(i int, bootstrap bool) arbiter.Config {
 	cfg := arbiter.DefaultConfig()

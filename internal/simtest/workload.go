@@ -414,20 +414,49 @@ func (f *Faults) Step() {
 	}
 }
 
-// pauseLength is how long h is paused, d ticks drawn: a pause long enough
+// pauseLength is how long h is paused, d ticks drawn. A pause long enough
 // for the group to remove h ends with h coming back as a new member, so the
-// members left must then keep a majority of the view without h, or the pause
-// is cut short (to less than half a lease, so that it still outlasts a
-// takeover). Seed 2033 of TestPropertySeeded paused one of three voters past
-// its removal while another was leaving, which then gave up, and the last
-// could never decide again. A pause the others cannot remove h for (in a
-// group of two) does no such harm: h comes back as the member it was.
+// members left must then keep a majority of the view without h; if they
+// would not, the pause is cut short, below what could get h removed but,
+// where that leaves room, past a takeover's timeout, so that a paused server
+// still comes back to a new epoch. Seed 2033 of TestPropertySeeded paused
+// one of three voters past its removal while another was leaving, which then
+// gave up, and the last could never decide again. A pause the others cannot
+// remove h for (in a group of two) does no such harm: h comes back as the
+// member it was.
 func (f *Faults) pauseLength(h *Host, d int64) int64 {
-	short := int64(f.s.Config(0, false).Params.LeaseTicks / 2)
-	if d >= short && !f.mayLose(h, true) {
-		d = int64(f.PauseMin) + d%(short-int64(f.PauseMin))
+	cfg := f.s.baseConfig()
+	p := cfg.Params
+	// The group removes a member not heard for a lease and its margin. Its
+	// silence is known as of the last SYNC, up to a turn and a ping timeout
+	// ago, and it is heard again a heartbeat and a delivery after it
+	// resumes.
+	removable := int64(p.LeaseTicks+p.LeaseMarginTicks) - f.silence(h) -
+		int64(cfg.TurnTicks+cfg.PingTimeoutTicks+cfg.HeartbeatTicks) - int64(f.s.Opt.MaxDelay/SubTicks+1)
+	if d < removable || f.mayLose(h, true) {
+		return d
 	}
-	return d
+	if lo := int64(p.TakeoverTicks) + 1; removable > lo {
+		return lo + d%(removable-lo)
+	}
+	return max(1, removable-1)
+}
+
+// silence is the longest h has gone unheard in any running host's view, as
+// of its last SYNC.
+func (f *Faults) silence(h *Host) int64 {
+	var longest int64
+	for _, x := range f.s.Hosts {
+		if !x.Alive || !x.Node.HasState() {
+			continue
+		}
+		for _, m := range x.Node.Members() {
+			if m.ID == h.Node.ID() && m.Inc == h.Node.Inc() {
+				longest = max(longest, int64(m.Silence))
+			}
+		}
+	}
+	return longest
 }
 
 // crashObservers crashes every running host that is an observer in its own
