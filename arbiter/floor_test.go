@@ -66,10 +66,10 @@ func TestFloorStaysBelowAQueuedRequest(t *testing.T) {
 }
 
 // A member's floor stays below its queued request, so the requests it makes
-// while that one waits are listed as decided one by one: the state folds
-// them into the floor once the list is long, as every member's state does
-// alike, or one long wait would grow the list and every snapshot without
-// bound.
+// while that one waits come to the state above the floor it sends: the
+// state's floor rises over them as they are decided (the queued one was
+// decided first), as every member's state does alike, or one long wait would
+// grow the list and every snapshot without bound.
 func TestDecidedListStaysShortWhileARequestWaits(t *testing.T) {
 	s := newGroup(t, 3, 9, nil)
 	var holder, waiter *simtest.Host

@@ -446,6 +446,7 @@ var regressionSeeds = []int64{
 	118885, // two members that voted for a failed claim refused the group's epoch and never learned they were removed
 	4693,   // fault model: a crash beside the admission of a given-up incarnation's late join request left no majority
 	469420, // a takeover whose voters saw none of an epoch in between started below that epoch's tokens
+	2033,   // fault model: a pause past its removal, beside a leave that then gave up, left no majority (after a paused application stopped releasing)
 }
 
 // observerRegressionSeeds failed once in TestPropertySeededObservers, outside
