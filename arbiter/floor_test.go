@@ -8,15 +8,10 @@ import (
 	"github.com/mcnode/mcnode/wire"
 )
 
-// A request this node has queued is still pending: the floor it sends with
-// its next request must stay below it. A takeover may cut the decision that
-// queued it off with its branch of the log, and the node then asks again
-// under the same ID; a server that had taken the floor for a promise would
-// take that request for decided and never serve it (seed 195 of
-// TestPropertySeededCuts).
-func TestFloorStaysBelowAQueuedRequest(t *testing.T) {
-	s := newGroup(t, 3, 5, nil)
-	var holder, waiter *simtest.Host
+// queueBehindAHolder has one member other than the server hold name and
+// another queue for it, and returns them and the queued request.
+func queueBehindAHolder(t *testing.T, s *simtest.Sim, name string) (holder, waiter *simtest.Host, req uint64) {
+	t.Helper()
 	for _, h := range s.Hosts {
 		switch {
 		case h.Node.IsServer():
@@ -26,15 +21,50 @@ func TestFloorStaysBelowAQueuedRequest(t *testing.T) {
 			waiter = h
 		}
 	}
-	acquire(t, s, holder, "r")
-	waitUntil(t, s, 100, "the holder holds r", func() bool { return holds(holder, "r") })
-	queuedReq, err := waiter.Node.Acquire("r")
+	acquire(t, s, holder, name)
+	waitUntil(t, s, 100, "the holder holds "+name, func() bool { return holds(holder, name) })
+	req, err := waiter.Node.Acquire(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Check.Acquired(waiter, queuedReq)
+	s.Check.Acquired(waiter, req)
 	s.Flush(waiter)
 	waitUntil(t, s, 100, "the waiter is queued", func() bool { return hasEvent(waiter, arbiter.EventQueued) })
+	return holder, waiter, req
+}
+
+// takeAndRelease has h take name, once it is granted, and release it.
+func takeAndRelease(t *testing.T, s *simtest.Sim, h *simtest.Host, name string) {
+	t.Helper()
+	acquire(t, s, h, name)
+	waitUntil(t, s, 100, "h holds "+name, func() bool { return holds(h, name) })
+	if err := h.Node.Release(name); err != nil {
+		t.Fatal(err)
+	}
+	s.Check.Released(h, name)
+	s.Flush(h)
+}
+
+// handOver has the holder release name and waits until the waiter holds it.
+func handOver(t *testing.T, s *simtest.Sim, holder, waiter *simtest.Host, name string) {
+	t.Helper()
+	if err := holder.Node.Release(name); err != nil {
+		t.Fatal(err)
+	}
+	s.Check.Released(holder, name)
+	s.Flush(holder)
+	waitUntil(t, s, 100, "the waiter holds "+name, func() bool { return holds(waiter, name) })
+}
+
+// A request this node has queued is still pending: the floor it sends with
+// its next request must stay below it. A takeover may cut the decision that
+// queued it off with its branch of the log, and the node then asks again
+// under the same ID; a server that had taken the floor for a promise would
+// take that request for decided and never serve it (seed 195 of
+// TestPropertySeededCuts).
+func TestFloorStaysBelowAQueuedRequest(t *testing.T) {
+	s := newGroup(t, 3, 5, nil)
+	holder, waiter, queuedReq := queueBehindAHolder(t, s, "r")
 	var floors []uint64
 	s.Opt.Delivered = func(d *simtest.Datagram) {
 		if d.From != waiter.Index {
@@ -56,12 +86,7 @@ func TestFloorStaysBelowAQueuedRequest(t *testing.T) {
 			t.Errorf("the request for s said floor %d, at or above the queued request %d", f, queuedReq)
 		}
 	}
-	if err := holder.Node.Release("r"); err != nil {
-		t.Fatal(err)
-	}
-	s.Check.Released(holder, "r")
-	s.Flush(holder)
-	waitUntil(t, s, 100, "the waiter holds r", func() bool { return holds(waiter, "r") })
+	handOver(t, s, holder, waiter, "r")
 	checkClean(t, s)
 }
 
@@ -72,30 +97,11 @@ func TestFloorStaysBelowAQueuedRequest(t *testing.T) {
 // grow the list and every snapshot without bound.
 func TestDecidedListStaysShortWhileARequestWaits(t *testing.T) {
 	s := newGroup(t, 3, 9, nil)
-	var holder, waiter *simtest.Host
-	for _, h := range s.Hosts {
-		switch {
-		case h.Node.IsServer():
-		case holder == nil:
-			holder = h
-		default:
-			waiter = h
-		}
-	}
-	acquire(t, s, holder, "long")
-	waitUntil(t, s, 100, "the holder holds long", func() bool { return holds(holder, "long") })
-	acquire(t, s, waiter, "long")
-	waitUntil(t, s, 100, "the waiter is queued", func() bool { return hasEvent(waiter, arbiter.EventQueued) })
+	holder, waiter, _ := queueBehindAHolder(t, s, "long")
 	longest := 0
 	const cycles = 300
 	for i := 0; i < cycles; i++ {
-		acquire(t, s, waiter, "short")
-		waitUntil(t, s, 100, "the waiter holds short", func() bool { return holds(waiter, "short") })
-		if err := waiter.Node.Release("short"); err != nil {
-			t.Fatal(err)
-		}
-		s.Check.Released(waiter, "short")
-		s.Flush(waiter)
+		takeAndRelease(t, s, waiter, "short")
 		waitUntil(t, s, 100, "short released", func() bool {
 			for _, x := range waiter.Node.Resources() {
 				if x.Name == "short" {
@@ -111,12 +117,7 @@ func TestDecidedListStaysShortWhileARequestWaits(t *testing.T) {
 	if longest > 8 {
 		t.Errorf("the waiter's decided list reached %d entries in %d cycles: it grows with the cycles", longest, cycles)
 	}
-	if err := holder.Node.Release("long"); err != nil {
-		t.Fatal(err)
-	}
-	s.Check.Released(holder, "long")
-	s.Flush(holder)
-	waitUntil(t, s, 100, "the waiter holds long", func() bool { return holds(waiter, "long") })
+	handOver(t, s, holder, waiter, "long")
 	checkClean(t, s)
 	t.Logf("longest decided list: %d entries over %d cycles", longest, cycles)
 }
@@ -134,13 +135,7 @@ func TestLongWaitKeepsSnapshotsWithinSmallLimits(t *testing.T) {
 	acquire(t, s, waiter, "r")
 	waitUntil(t, s, 100, "the waiter is queued", func() bool { return hasEvent(waiter, arbiter.EventQueued) })
 	for i := 0; i < 3*maxRes; i++ {
-		acquire(t, s, waiter, "s")
-		waitUntil(t, s, 100, "the waiter holds s", func() bool { return holds(waiter, "s") })
-		if err := waiter.Node.Release("s"); err != nil {
-			t.Fatal(err)
-		}
-		s.Check.Released(waiter, "s")
-		s.Flush(waiter)
+		takeAndRelease(t, s, waiter, "s")
 		s.RunTicks(3)
 	}
 	s.Crash(late.Index)
