@@ -870,7 +870,7 @@ func (n *Node) tickLease() {
 	for _, name := range sortedKeys(n.held) {
 		h := n.held[name]
 		if h == nil {
-			continue // given up by a decision a release before it made (this node serving)
+			continue // released meanwhile, by a decision of this node's own serving
 		}
 		delete(n.held, name)
 		n.stats.Fenced++
@@ -893,7 +893,7 @@ func (n *Node) dropPendingGrants() {
 	for _, name := range sortedKeys(n.reqs) {
 		p := n.reqs[name]
 		if p == nil || p.granted == 0 {
-			continue // p nil: settled by a release before it (this node serving)
+			continue // p nil: settled meanwhile, by a decision of this node's own serving
 		}
 		delete(n.reqs, name)
 		n.stats.Fenced++

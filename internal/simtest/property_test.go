@@ -158,6 +158,7 @@ type outcome struct {
 	// observerCrashes counts the hosts crashed with all the observers;
 	// observersAdmitted and promoted what the logs say of observers.
 	observerCrashes, observersAdmitted, promoted, demoted int
+	bursts                                                int // members asking for many resources at once
 	bound                                                 int64
 	hash                                                  uint64
 	divergence                                            uint64
@@ -259,6 +260,7 @@ func runScenario(seed int64, sc scenario, trace func(string)) outcome {
 	o.observersAdmitted, o.promoted, o.demoted = s.Check.Observers()
 	o.violations = s.Check.Violations
 	o.entries = s.Stats.Entries
+	o.bursts = w.Bursts
 	o.takeovers = len(s.Check.takeovers)
 	o.hash = s.TraceHash()
 	return o
@@ -346,13 +348,14 @@ func sweep(t *testing.T, draw func(int64) scenario, name string) {
 	}
 	close(next)
 	wg.Wait()
-	var entries, takeovers, observerCrashes, admitted, promoted, demoted int
+	var entries, takeovers, observerCrashes, admitted, promoted, demoted, bursts int
 	var faults [4]int
 	byKind := map[string][]int64{}
 	var worst result
 	failures := 0
 	for _, r := range results {
 		entries += r.o.entries
+		bursts += r.o.bursts
 		takeovers += r.o.takeovers
 		observerCrashes += r.o.observerCrashes
 		admitted += r.o.observersAdmitted
@@ -384,6 +387,9 @@ func sweep(t *testing.T, draw func(int64) scenario, name string) {
 	}
 	t.Logf("%d seeds, %d critical-section entries, %d takeovers, %d crashes (%d of them observers crashing together), %d leaves, %d pauses, %d partitions; %d failing; slowest recovery: seed %d waited %d of its %d-tick bound",
 		n, entries, takeovers, faults[0], observerCrashes, faults[1], faults[2], faults[3], failures, worst.seed, worst.o.maxWait, worst.o.bound)
+	if bursts > 0 {
+		t.Logf("%d bursts of requests", bursts)
+	}
 	if admitted+promoted > 0 {
 		t.Logf("observers: %d admitted, %d promoted to voters, %d voters demoted", admitted, promoted, demoted)
 	}

@@ -629,14 +629,8 @@ func (f *Faults) partition(now int64) {
 			k--
 		}
 		s.Partition(append([]int{srv}, others[:k]...), others[k:])
-	case 2: // one host cannot hear anyone
-		for _, i := range order[1:] {
-			s.Cut(i, order[0])
-		}
-	case 3: // one host cannot be heard
-		for _, i := range order[1:] {
-			s.Cut(order[0], i)
-		}
+	case 2, 3: // one host cannot hear anyone, or cannot be heard
+		f.cutOneWay(order[:1], order[1:], shape == 2)
 	case 4, 5: // a set of hosts cannot be heard by the others, or cannot hear them
 		k := 1 + s.Rand.Intn(n-1)
 		f.cutOneWay(order[:k], order[k:], shape == 5)
