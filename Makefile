@@ -36,6 +36,7 @@ fuzz:
 	$(GO) test ./quorumfallback/qnet -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 30s
 	$(GO) test ./quorumfallback/protocols -run '^$$' -fuzz '^FuzzMachineStep$$' -fuzztime 30s
 	$(GO) test ./arbiter -run '^$$' -fuzz '^FuzzStep$$' -fuzztime 60s
+	$(GO) test ./arbiter -run '^$$' -fuzz '^FuzzInstalledState$$' -fuzztime 60s
 	$(GO) test ./seal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 60s
 	$(GO) test ./group/sockfilter -run '^$$' -fuzz '^FuzzAddressed$$' -fuzztime 30s
 	$(GO) test ./group -run '^$$' -fuzz '^FuzzReceiveSealed$$' -fuzztime 120s

@@ -17,3 +17,9 @@ func DecidedForTest(n *Node, id wire.NodeID) int {
 	}
 	return -1
 }
+
+// SnapshotDigestForTest is the digest a state transfer of snap carries: what
+// a sender computes over the state it sends.
+func SnapshotDigestForTest(snap *wire.Snapshot) uint64 {
+	return stateFromSnapshot(snap).digest()
+}

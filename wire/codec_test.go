@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -309,6 +310,14 @@ func TestSnapshotRoundTripAndValidation(t *testing.T) {
 	bad.Epoch = 3
 	if _, err := c.EncodeSnapshot(&bad); !errors.Is(err, ErrLimit) {
 		t.Fatalf("epoch history not ending with the snapshot's epoch: err = %v", err)
+	}
+	for _, decided := range [][]uint64{{2}, {1}, {5, 4}, {4, 4}} {
+		bad = *s
+		bad.Members = slices.Clone(s.Members)
+		bad.Members[2].Decided = decided // floor 2
+		if _, err := c.EncodeSnapshot(&bad); !errors.Is(err, ErrLimit) {
+			t.Fatalf("decided %v above floor 2: err = %v", decided, err)
+		}
 	}
 	if _, err := c.DecodeSnapshot(b[:len(b)-3]); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("truncated snapshot: err = %v", err)

@@ -101,7 +101,8 @@ type Snapshot struct {
 }
 
 // Validate checks a snapshot against the limits and its own invariants
-// (sorted, unique, queues within the group size).
+// (sorted, unique, queues within the group size, decided requests above
+// their member's floor).
 func (s *Snapshot) Validate(l Limits) error {
 	if err := checkLen("Snapshot.Members", len(s.Members), l.MaxMembers); err != nil {
 		return err
@@ -131,6 +132,12 @@ func (s *Snapshot) Validate(l Limits) error {
 		}
 		if err := checkLen("Snapshot.Members.Decided", len(m.Decided), l.MaxResources); err != nil {
 			return err
+		}
+		for k, req := range m.Decided {
+			// A member looks its requests up in the list by binary search.
+			if req <= m.Floor || (k > 0 && req <= m.Decided[k-1]) {
+				return fmt.Errorf("%w: Snapshot.Members.Decided of node %d not strictly increasing above its floor at %d", ErrLimit, m.ID, k)
+			}
 		}
 	}
 	if len(s.Members) > 0 && voters == 0 {
