@@ -1,6 +1,7 @@
 package arbiter_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/mcnode/mcnode/arbiter"
@@ -142,5 +143,38 @@ func TestLongWaitKeepsSnapshotsWithinSmallLimits(t *testing.T) {
 	s.RunTicks(5)
 	s.Start(late.Index, false)
 	waitUntil(t, s, 2000, "the restarted member joined", func() bool { return late.Node.Joined() })
+	checkClean(t, s)
+}
+
+// A request for a resource not in use, while the group already has
+// Limits.MaxResources in use, is refused at once with ErrTooMany: the server
+// would not decide it, and it would wait without a word. A resource in use
+// may still be asked for, and once one is freed a new one may be too.
+func TestAcquireBeyondMaxResourcesIsRefused(t *testing.T) {
+	const maxRes = 2
+	s := newGroup(t, 3, 7, func(c *arbiter.Config) { c.Limits.MaxResources = maxRes })
+	srv, _, others := roles(t, s)
+	a, b := others[0], srv
+	for _, name := range []string{"x", "y"} {
+		acquire(t, s, a, name)
+		waitUntil(t, s, 100, "a holds "+name, func() bool { return holds(a, name) })
+	}
+	waitUntil(t, s, 100, "b's state shows both in use", func() bool { return len(b.Node.Resources()) == maxRes })
+	if _, err := b.Node.Acquire("z"); !errors.Is(err, arbiter.ErrTooMany) {
+		t.Fatalf("Acquire of a third resource: err = %v, want ErrTooMany", err)
+	}
+	acquire(t, s, b, "x") // in use: it queues
+	waitUntil(t, s, 100, "b queued for x", func() bool { return hasEvent(b, arbiter.EventQueued) })
+	if err := a.Node.Release("y"); err != nil {
+		t.Fatal(err)
+	}
+	s.Check.Released(a, "y")
+	s.Flush(a)
+	waitUntil(t, s, 100, "b's state shows y freed", func() bool { return len(b.Node.Resources()) < maxRes })
+	if _, err := b.Node.Acquire("y"); err != nil {
+		t.Fatalf("Acquire once a resource was freed: %v", err)
+	}
+	s.Flush(b)
+	waitUntil(t, s, 100, "b holds y", func() bool { return holds(b, "y") })
 	checkClean(t, s)
 }

@@ -36,6 +36,10 @@ var (
 	ErrNotWaiting = errors.New("arbiter: no pending request for the resource")
 	// ErrBadName: the resource name or topic is empty, too long or not UTF-8.
 	ErrBadName = errors.New("arbiter: bad resource name")
+	// ErrTooMany: the resource is not in use and the group already has
+	// Limits.MaxResources in use, so the server could not decide a request
+	// for it. A resource is in use while held or waited for.
+	ErrTooMany = errors.New("arbiter: the group has as many resources in use as Limits.MaxResources allows")
 )
 
 type status uint8
@@ -482,6 +486,8 @@ func (n *Node) Advance() {
 
 // Acquire asks for the named resource and returns the request's ID. The
 // answer comes as an EventQueued and then an EventGranted (or EventLost).
+// A resource not in use while the group's state has Limits.MaxResources in
+// use is refused with ErrTooMany.
 func (n *Node) Acquire(resource string) (uint64, error) {
 	if n.stat != statusMember {
 		return 0, ErrNotMember
@@ -491,6 +497,12 @@ func (n *Node) Acquire(resource string) (uint64, error) {
 	}
 	if n.held[resource] != nil || n.reqs[resource] != nil {
 		return 0, ErrBusy
+	}
+	if n.st.resources[resource] == nil && len(n.st.resources) >= n.cfg.Limits.MaxResources {
+		// The server would not decide it until one is freed (serveMsg),
+		// and the caller would wait without knowing why. A request sent
+		// just before the table filled still waits for room.
+		return 0, fmt.Errorf("%w (%d)", ErrTooMany, n.cfg.Limits.MaxResources)
 	}
 	n.nextReq++
 	p := &pending{resource: resource, req: n.nextReq, since: n.now, sentAt: n.now}
