@@ -2,3 +2,11 @@ package group
 
 // ListenLocalUDP is listenLocalUDP for the external tests.
 var ListenLocalUDP = listenLocalUDP
+
+// SetMaxResourcesForTest lowers how many locks a group started from now on
+// may have in use, until the test ends. Not for parallel tests.
+func SetMaxResourcesForTest(t interface{ Cleanup(func()) }, n int) {
+	old := maxResources
+	maxResources = n
+	t.Cleanup(func() { maxResources = old })
+}

@@ -59,6 +59,10 @@ var (
 	// ErrLeaseLost: the group took the resource back before Release
 	// (this node's lease ran out, or it was removed).
 	ErrLeaseLost = errkind.New("group: lease lost", errkind.LeaseLost)
+	// ErrTooMany: the resource is not in use, and the group already has as
+	// many in use (held or waited for) as a state may list
+	// (arbiter.ErrTooMany).
+	ErrTooMany = errkind.New("group: the group has as many locks in use as it can keep", errkind.TooMany)
 	// ErrTickMismatch: the group runs with another tick than this node.
 	ErrTickMismatch = errors.New("group: tick differs from the group's")
 	// ErrLeaseTooShort: the group's lease is too short for this node's turn
@@ -430,11 +434,16 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 	}
 }
 
+// maxResources is how many locks a group may have in use at once: the
+// wire's default, lowered only by tests that fill the table.
+var maxResources = wire.DefaultLimits().MaxResources
+
 // limits are the codec's: with a key, a datagram's messages leave room
 // for what sealing adds.
 func limits(cfg Config) wire.Limits {
 	l := wire.DefaultLimits()
 	l.MaxDatagram = cfg.MaxDatagram
+	l.MaxResources = maxResources
 	if len(cfg.Keys) > 0 {
 		l.MaxDatagram -= seal.Overhead
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcnode/mcnode/arbiter"
 	"github.com/mcnode/mcnode/wire"
 )
 
@@ -187,6 +188,9 @@ func (g *Group) next(name string) {
 		if err == nil {
 			ls.req = req
 			return
+		}
+		if errors.Is(err, arbiter.ErrTooMany) {
+			err = fmt.Errorf("%w (%d; %s)", ErrTooMany, g.codec.Limits().MaxResources, name)
 		}
 		w := ls.waiters[0]
 		ls.waiters = ls.waiters[1:]

@@ -83,6 +83,9 @@ var (
 	ErrClosed = errkind.New("node: closed", errkind.Closed)
 	// ErrLeaseLost: the lease ended without Release (the node closed).
 	ErrLeaseLost = errkind.New("node: lease lost", errkind.LeaseLost)
+	// ErrTooMany: the resource is new and the node already keeps
+	// MaxResources.
+	ErrTooMany = errkind.New("node: too many resources in use", errkind.TooMany)
 )
 
 // Config configures a node.
@@ -494,7 +497,7 @@ func (n *Node) resource(name string) (*resource, error) {
 		return r, nil
 	}
 	if len(n.res) >= MaxResources {
-		return nil, fmt.Errorf("node: already %d resources (MaxResources)", MaxResources)
+		return nil, fmt.Errorf("%w: already %d (MaxResources)", ErrTooMany, MaxResources)
 	}
 	m, err := n.factory.New(n.cfg.Self)
 	if err != nil {

@@ -1,0 +1,63 @@
+package group_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/group/memnet"
+	"github.com/mcnode/mcnode/internal/errkind"
+)
+
+// A lock not in use, asked for while the group has as many in use as a
+// state may list (65,536; 16 here), is refused at once with ErrTooMany (which matches
+// mcnode.ErrTooMany), not left waiting for a decision the server would not
+// make; a lock in use may still be waited for, and once one is freed a new
+// one may be taken.
+func TestAcquireBeyondTheLockTableIsRefused(t *testing.T) {
+	const limit = 16
+	group.SetMaxResourcesForTest(t, limit)
+	synctest.Test(t, func(t *testing.T) {
+		gs := joinAll(t, memnet.New(3), 2)
+		ctx := context.Background()
+		var first *group.Lease
+		for i := 0; i < limit; i++ {
+			l, err := gs[0].Acquire(ctx, fmt.Sprintf("lock-%d", i))
+			if err != nil {
+				t.Fatalf("Acquire %d of %d: %v", i, limit, err)
+			}
+			if i == 0 {
+				first = l
+			}
+		}
+		_, err := gs[1].Acquire(ctx, "one-too-many")
+		if !errors.Is(err, group.ErrTooMany) || !errors.Is(err, errkind.TooMany) {
+			t.Fatalf("Acquire past the limit: err = %v, want ErrTooMany", err)
+		}
+		t.Log(err)
+		waiting := make(chan error, 1)
+		go func() {
+			l, err := gs[1].Acquire(ctx, "lock-0") // in use: it waits
+			if err == nil {
+				err = l.Release()
+			}
+			waiting <- err
+		}()
+		if err := first.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-waiting; err != nil {
+			t.Fatalf("Acquire of a lock in use: %v", err)
+		}
+		time.Sleep(time.Second) // until gs[1] has applied the release
+		l, err := gs[1].Acquire(ctx, "one-too-many")
+		if err != nil {
+			t.Fatalf("Acquire once a lock was freed: %v", err)
+		}
+		l.Release()
+	})
+}
