@@ -36,9 +36,10 @@ var (
 	ErrNotWaiting = errors.New("arbiter: no pending request for the resource")
 	// ErrBadName: the resource name or topic is empty, too long or not UTF-8.
 	ErrBadName = errors.New("arbiter: bad resource name")
-	// ErrTooMany: the resource is not in use and the group already has
-	// Limits.MaxResources in use, so the server could not decide a request
-	// for it. A resource is in use while held or waited for.
+	// ErrTooMany: the resource is not in use and the group, as far as this
+	// node's state shows, already has Limits.MaxResources in use, so the
+	// server could not decide a request for it. A resource is in use while
+	// held or waited for.
 	ErrTooMany = errors.New("arbiter: the group has as many resources in use as Limits.MaxResources allows")
 )
 
@@ -500,8 +501,12 @@ func (n *Node) Acquire(resource string) (uint64, error) {
 	}
 	if n.st.resources[resource] == nil && len(n.st.resources) >= n.cfg.Limits.MaxResources {
 		// The server would not decide it until one is freed (serveMsg),
-		// and the caller would wait without knowing why. A request sent
-		// just before the table filled still waits for room.
+		// and the caller would wait without knowing why. This node's
+		// state may lag the server's: a release that passes the resource
+		// to nobody is published with the server's next ping, so for up
+		// to a heartbeat after one the table looks full here while the
+		// server has room. A request sent just before the table filled
+		// still waits for room.
 		return 0, fmt.Errorf("%w (%d)", ErrTooMany, n.cfg.Limits.MaxResources)
 	}
 	n.nextReq++

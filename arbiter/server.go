@@ -901,21 +901,25 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 	case *wire.Release:
 		r := st.resources[m.Resource]
 		switch {
+		case r != nil && r.holder == h.From && r.holderReq == m.Req:
+			// Matched by request, not token: a holder that took the
+			// resource on its predecessor's release has a token below the
+			// decision's (see enterOnRelease). Looked at before the queue:
+			// a state that also queues the holder's request (none the
+			// group makes; a forged one a newcomer took) would otherwise
+			// keep the release early for ever, and serveEarly would serve
+			// it again and again without end (FuzzInstalledState).
+			if n.canDecide() {
+				n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Token: r.token}, len(r.queue) > 0)
+			}
 		case r != nil && slices.ContainsFunc(r.queue, func(w wire.Waiter) bool { return w.Node == h.From && w.Req == m.Req }):
 			// Taken on the holder's release and already let go: decided
 			// once the hand-over is.
 			if s := n.srv; len(s.early) < maxRecent && !slices.ContainsFunc(s.early, func(e inbound) bool { return e.h.From == h.From && e.m.(*wire.Release).Req == m.Req }) {
 				s.early = append(s.early, in)
 			}
-		case r == nil || r.holder != h.From || r.holderReq != m.Req:
-			// Matched by request, not token: a holder that took the
-			// resource on its predecessor's release has a token below the
-			// decision's (see enterOnRelease).
-			if m.Retry {
-				behind(in)
-			}
-		case n.canDecide():
-			n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Token: r.token}, len(r.queue) > 0)
+		case m.Retry:
+			behind(in)
 		}
 	case *wire.Cancel:
 		r := st.resources[m.Resource]

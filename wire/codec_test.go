@@ -311,6 +311,11 @@ func TestSnapshotRoundTripAndValidation(t *testing.T) {
 	if _, err := c.EncodeSnapshot(&bad); !errors.Is(err, ErrLimit) {
 		t.Fatalf("epoch history not ending with the snapshot's epoch: err = %v", err)
 	}
+	bad = *s
+	bad.Instance = 0 // no founder's incarnation is 0
+	if _, err := c.EncodeSnapshot(&bad); !errors.Is(err, ErrLimit) {
+		t.Fatalf("instance 0: err = %v", err)
+	}
 	for _, decided := range [][]uint64{{2}, {1}, {5, 4}, {4, 4}} {
 		bad = *s
 		bad.Members = slices.Clone(s.Members)

@@ -110,6 +110,11 @@ func (s *Snapshot) Validate(l Limits) error {
 	if err := checkLen("Snapshot.Resources", len(s.Resources), l.MaxResources); err != nil {
 		return err
 	}
+	if s.Instance == 0 {
+		// The founder's incarnation, never 0; a header's 0 means "no
+		// state yet", which receivers do not check against theirs.
+		return fmt.Errorf("%w: Snapshot.Instance is 0", ErrLimit)
+	}
 	if s.Params.TurnLength < 2 {
 		return fmt.Errorf("%w: Snapshot.Params.TurnLength %d below 2", ErrLimit, s.Params.TurnLength)
 	}
