@@ -68,6 +68,19 @@ func (n *Node) Digest() uint64 {
 	return n.st.digest()
 }
 
+// CheckState reports why this node's replicated state could not be sent in
+// a state transfer (wire.Snapshot.Validate under its Limits, then the size
+// limit once encoded), or nil if it could, or the node has no state yet. A
+// state that fails could reach no newcomer and no member that fell behind;
+// the simulation checks every node's now and then.
+func (n *Node) CheckState() error {
+	if n.st == nil {
+		return nil
+	}
+	_, err := n.codec.EncodeSnapshot(n.st.snapshot())
+	return err
+}
+
 // Server returns the member that is server at the node's T, and whether
 // there is one.
 func (n *Node) Server() (wire.NodeID, bool) {

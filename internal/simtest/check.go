@@ -406,6 +406,25 @@ func (c *Checker) afterDelivery(h *Host) {
 	c.serverAfterStep(h)
 }
 
+// stateCheckTicks is how often, in ticks, the checker makes sure every
+// node's state could be sent in a state transfer.
+const stateCheckTicks = 64
+
+// statesSendable checks that every running node's state passes the checks
+// a state transfer makes: one that did not could be sent to no newcomer and
+// no member that fell behind (a decided list that outgrew its limit did so
+// once, see arbiter's member.markDecided).
+func (c *Checker) statesSendable() {
+	for _, h := range c.s.Hosts {
+		if !h.Alive {
+			continue
+		}
+		if err := h.Node.CheckState(); err != nil {
+			c.violate("h%d (node %d): its state could not be sent: %v", h.Index, h.Node.ID(), err)
+		}
+	}
+}
+
 // acting reports whether host h acts as a server that may decide: it runs,
 // and a majority answered it within its authority.
 func acting(h *Host) bool { return h.Alive && !h.Paused && h.Node.IsServer() && h.Node.HasAuthority() }

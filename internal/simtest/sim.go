@@ -369,6 +369,9 @@ func (s *Sim) RunUntil(end int64, cond func() bool) bool {
 		}
 		s.Now = boundary
 		s.Check.oneServer()
+		if s.Tick()%stateCheckTicks == 0 {
+			s.Check.statesSendable()
+		}
 		if cond != nil && cond() {
 			return true
 		}
