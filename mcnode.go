@@ -163,9 +163,10 @@ var (
 	// ErrClosed: the node was closed, or has left; every call fails with
 	// it from then on.
 	ErrClosed = errkind.Closed
-	// ErrTooMany: Acquire asked for a lock not in use while as many locks
-	// as the runtime keeps are in use (held or waited for): 65,536 in a
-	// group, or on a quorum-mode node.
+	// ErrTooMany: Acquire or TryAcquire asked for a lock not in use while
+	// as many locks as the runtime keeps are in use (held or waited for),
+	// as far as this node knows: 65,536 in a group, or on a quorum-mode
+	// node.
 	ErrTooMany = errkind.TooMany
 )
 

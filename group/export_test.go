@@ -3,8 +3,9 @@ package group
 // ListenLocalUDP is listenLocalUDP for the external tests.
 var ListenLocalUDP = listenLocalUDP
 
-// SetMaxResourcesForTest lowers how many locks a group started from now on
-// may have in use, until the test ends. Not for parallel tests.
+// SetMaxResourcesForTest lowers how many locks a group started (or a node
+// rejoining) from now on may have in use, until the test ends. Not for
+// parallel tests.
 func SetMaxResourcesForTest(t interface{ Cleanup(func()) }, n int) {
 	old := maxResources
 	maxResources = n

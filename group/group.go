@@ -59,9 +59,10 @@ var (
 	// ErrLeaseLost: the group took the resource back before Release
 	// (this node's lease ran out, or it was removed).
 	ErrLeaseLost = errkind.New("group: lease lost", errkind.LeaseLost)
-	// ErrTooMany: the resource is not in use, and the group already has as
-	// many in use (held or waited for) as a state may list
-	// (arbiter.ErrTooMany).
+	// ErrTooMany: the resource is not in use, and the group, as far as this
+	// node's state shows, already has as many in use (held or waited for)
+	// as a state may list. It stands for the state machine's
+	// arbiter.ErrTooMany, which it does not wrap.
 	ErrTooMany = errkind.New("group: the group has as many locks in use as it can keep", errkind.TooMany)
 	// ErrTickMismatch: the group runs with another tick than this node.
 	ErrTickMismatch = errors.New("group: tick differs from the group's")

@@ -47,6 +47,24 @@ func TestAcquireBeyondTheLockTableIsRefused(t *testing.T) {
 			}
 			waiting <- err
 		}()
+		queued := func() bool { // gs[1]'s request for lock-0 waits in its queue
+			st, err := gs[0].Status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range st.Resources {
+				if r.Name == "lock-0" && len(r.Queue) == 1 {
+					return true
+				}
+			}
+			return false
+		}
+		for i := 0; i < 100 && !queued(); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !queued() {
+			t.Fatal("gs[1]'s request for lock-0, which is in use, did not queue")
+		}
 		if err := first.Release(); err != nil {
 			t.Fatal(err)
 		}
