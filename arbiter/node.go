@@ -499,7 +499,7 @@ func (n *Node) Acquire(resource string) (uint64, error) {
 	if n.held[resource] != nil || n.reqs[resource] != nil {
 		return 0, ErrBusy
 	}
-	if n.st.resources[resource] == nil && len(n.st.resources) >= n.cfg.Limits.MaxResources {
+	if n.st.noRoomFor(resource, n.cfg.Limits.MaxResources) {
 		// The server would not decide it until one is freed (serveMsg),
 		// and the caller would wait without knowing why. This node's
 		// state may lag the server's: a release that passes the resource

@@ -892,7 +892,7 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 			if m.Retry {
 				behind(in)
 			}
-		case st.resources[m.Resource] == nil && len(st.resources) >= n.cfg.Limits.MaxResources:
+		case st.noRoomFor(m.Resource, n.cfg.Limits.MaxResources):
 			n.stats.TooMany++ // no room for another resource; the requester retries
 		case n.canDecide():
 			queued := st.wouldQueue(m.Resource)

@@ -410,6 +410,13 @@ func (m *member) markDecided(req, floor uint64) {
 	}
 }
 
+// noRoomFor reports whether a request for name cannot be decided for want
+// of room: name is not in use, and max resources are. The server leaves
+// such a request undecided (serveMsg), and Acquire refuses it.
+func (s *state) noRoomFor(name string, max int) bool {
+	return s.resources[name] == nil && len(s.resources) >= max
+}
+
 // wouldQueue reports whether a request for name made now would wait.
 func (s *state) wouldQueue(name string) bool {
 	r, ok := s.resources[name]
