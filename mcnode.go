@@ -163,10 +163,11 @@ var (
 	// ErrClosed: the node was closed, or has left; every call fails with
 	// it from then on.
 	ErrClosed = errkind.Closed
-	// ErrTooMany: Acquire or TryAcquire asked for a lock not in use while
-	// as many locks as the runtime keeps are in use (held or waited for),
-	// as far as this node knows: 65,536 in a group, or on a quorum-mode
-	// node.
+	// ErrTooMany: Acquire or TryAcquire found the lock table full, as far
+	// as this node knows: in a group, 65,536 locks in use (held or waited
+	// for), or a state that one more lock or waiter would make too large
+	// for a state transfer (8 MiB); on a quorum-mode node, 65,536 locks in
+	// use.
 	ErrTooMany = errkind.TooMany
 )
 

@@ -6,7 +6,9 @@ import "github.com/mcnode/mcnode/wire"
 // state, as a bug or a bit flip would, so that tests can watch the SYNC
 // digest catch it and the state transfer repair it.
 func CorruptStateForTest(n *Node) {
-	n.st.members[0].addr += "-corrupt"
+	const corrupt = "-corrupt"
+	n.st.members[0].addr += corrupt
+	n.st.size += len(corrupt) // the address is what the test corrupts, not the size kept for it
 }
 
 // DecidedForTest returns how many requests of member id this node's state

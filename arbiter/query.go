@@ -1,6 +1,7 @@
 package arbiter
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/mcnode/mcnode/wire"
@@ -72,13 +73,23 @@ func (n *Node) Digest() uint64 {
 // a state transfer (wire.Snapshot.Validate under its Limits, then the size
 // limit once encoded), or nil if it could, or the node has no state yet. A
 // state that fails could reach no newcomer and no member that fell behind;
-// the simulation checks every node's now and then.
+// the simulation checks every node's now and then. It also checks the size
+// bound the node keeps as its state changes, on which the server admits
+// requests (see state.noRoomFor): it must be the snapshot's
+// wire.SnapshotBound, and cover the encoding.
 func (n *Node) CheckState() error {
 	if n.st == nil {
 		return nil
 	}
-	_, err := n.codec.EncodeSnapshot(n.st.snapshot())
-	return err
+	snap := n.st.snapshot()
+	b, err := n.codec.EncodeSnapshot(snap)
+	if err != nil {
+		return err
+	}
+	if bound := wire.SnapshotBound(snap); n.st.size != bound || len(b) > bound {
+		return fmt.Errorf("arbiter: the state's size bound is %d, its snapshot's %d, its encoding %d bytes", n.st.size, bound, len(b))
+	}
+	return nil
 }
 
 // Server returns the member that is server at the node's T, and whether

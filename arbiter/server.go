@@ -892,8 +892,8 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 			if m.Retry {
 				behind(in)
 			}
-		case st.noRoomFor(m.Resource, n.cfg.Limits.MaxResources):
-			n.stats.TooMany++ // no room for another resource; the requester retries
+		case st.noRoomFor(m.Resource, n.cfg.Limits) != room:
+			n.stats.TooMany++ // no room (Limits.MaxResources, Limits.MaxSnapshot); the requester retries
 		case n.canDecide():
 			queued := st.wouldQueue(m.Resource)
 			n.decide(&wire.Grant{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Floor: m.Floor, Queued: queued}, !queued)

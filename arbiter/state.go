@@ -2,6 +2,7 @@ package arbiter
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -39,6 +40,10 @@ type state struct {
 	// epoch. The server changes the view again only once a majority has
 	// applied it (see Node.viewCommitted).
 	viewT uint64
+	// size bounds the encoding of the state's snapshot (wire.SnapshotBound),
+	// kept as the state changes: the server admits no request that would
+	// take it past what a state transfer may carry (see noRoomFor).
+	size int
 }
 
 type member struct {
@@ -79,7 +84,7 @@ type taken struct {
 }
 
 func newState(instance uint64, p wire.Params) *state {
-	s := &state{instance: instance, nextID: 1, params: p, byInc: map[uint64]*member{}, resources: map[string]*resource{}}
+	s := &state{instance: instance, nextID: 1, params: p, byInc: map[uint64]*member{}, resources: map[string]*resource{}, size: wire.SnapshotOverhead}
 	_ = s.rebuildSchedule() // no members yet
 	return s
 }
@@ -202,6 +207,7 @@ func (s *state) addMember(id wire.NodeID, inc uint64, addr string, observer, tra
 	}
 	m := &member{id: id, inc: inc, addr: addr, observer: observer, transient: transient || observer}
 	s.members = slices.Insert(s.members, i, m)
+	s.size += wire.MemberBound(len(addr), 0)
 	s.byInc[inc] = m
 	if id >= s.nextID {
 		s.nextID = id + 1
@@ -219,8 +225,11 @@ func (s *state) removeMembers(ids []wire.NodeID, t uint64) (hand []handover, los
 	gone := idSet(ids)
 	n := len(s.members)
 	for _, m := range s.members {
-		if gone[m.id] && s.byInc[m.inc] == m {
-			delete(s.byInc, m.inc)
+		if gone[m.id] {
+			s.size -= wire.MemberBound(len(m.addr), len(m.decided))
+			if s.byInc[m.inc] == m {
+				delete(s.byInc, m.inc)
+			}
 		}
 	}
 	s.members = slices.DeleteFunc(s.members, func(m *member) bool { return gone[m.id] })
@@ -233,7 +242,7 @@ func (s *state) removeMembers(ids []wire.NodeID, t uint64) (hand []handover, los
 	}
 	for _, name := range s.resourceNames() {
 		r := s.resources[name]
-		r.queue = slices.DeleteFunc(r.queue, func(w wire.Waiter) bool { return gone[w.Node] })
+		s.dequeue(r, func(w wire.Waiter) bool { return gone[w.Node] })
 		if gone[r.holder] {
 			lost = append(lost, taken{resource: name, token: r.token})
 			if h, ok := s.passOn(name, r, t); ok {
@@ -356,6 +365,7 @@ func (s *state) passOn(name string, r *resource, t uint64) (handover, bool) {
 	}
 	w := r.queue[0]
 	r.queue = r.queue[1:]
+	s.size -= wire.WaiterBound
 	r.holder, r.holderReq, r.token = w.Node, w.Req, t
 	return handover{resource: name, to: w.Node, req: w.Req, token: t}, true
 }
@@ -363,7 +373,15 @@ func (s *state) passOn(name string, r *resource, t uint64) (handover, bool) {
 func (s *state) dropIfIdle(name string, r *resource) {
 	if r.holder == 0 && len(r.queue) == 0 {
 		delete(s.resources, name)
+		s.size -= wire.ResourceBound(len(name))
 	}
+}
+
+// dequeue drops the waiters of r that drop reports.
+func (s *state) dequeue(r *resource, drop func(wire.Waiter) bool) {
+	n := len(r.queue)
+	r.queue = slices.DeleteFunc(r.queue, drop)
+	s.size -= (n - len(r.queue)) * wire.WaiterBound
 }
 
 // sent reports whether a datagram with header h from address src is this
@@ -381,6 +399,14 @@ func (m *member) isDecided(req uint64) bool {
 	}
 	_, found := slices.BinarySearch(m.decided, req)
 	return found
+}
+
+// markDecided is member.markDecided, which may lengthen or shorten the
+// member's decided list, in the state's size.
+func (s *state) markDecided(m *member, req, floor uint64) {
+	before := wire.MemberBound(len(m.addr), len(m.decided))
+	m.markDecided(req, floor)
+	s.size += wire.MemberBound(len(m.addr), len(m.decided)) - before
 }
 
 // markDecided records req as decided and forgets what the member's floor
@@ -410,11 +436,52 @@ func (m *member) markDecided(req, floor uint64) {
 	}
 }
 
-// noRoomFor reports whether a request for name cannot be decided for want
-// of room: name is not in use, and max resources are. The server leaves
-// such a request undecided (serveMsg), and Acquire refuses it.
-func (s *state) noRoomFor(name string, max int) bool {
-	return s.resources[name] == nil && len(s.resources) >= max
+// shortage says why the state has no room for a request, if it has none.
+type shortage int
+
+const (
+	room       shortage = iota // there is room
+	noSlot                     // the resource is not in use, Limits.MaxResources are
+	noTransfer                 // the state could outgrow a state transfer
+)
+
+// noRoomFor says why a request for name cannot be decided for want of room,
+// if it cannot. The server leaves such a request undecided (serveMsg), and Acquire
+// refuses it. There is no room when name is not in use and l.MaxResources
+// are, or when deciding it could take the state past what a state transfer
+// may carry (l.MaxSnapshot), less a reserve: room for every member the group
+// may still admit, at the longest address, and a sixteenth of the limit for
+// decided lists, which may grow with no request admitted (a withdrawal of a
+// request not yet decided; a gap a takeover left). A state that outgrew a
+// state transfer could take in no newcomer, and no member that fell behind
+// could catch up.
+func (s *state) noRoomFor(name string, l wire.Limits) shortage {
+	need := wire.WaiterBound
+	if s.resources[name] == nil {
+		if len(s.resources) >= l.MaxResources {
+			return noSlot
+		}
+		need = wire.ResourceBound(len(name))
+	}
+	need += wire.MemberBound(0, 1) - wire.MemberBound(0, 0) // the request, in its member's decided list
+	joins := max(int(s.params.MaxMembers)-len(s.members), 0)
+	reserve := joins*wire.MemberBound(l.MaxAddr, 0) + l.MaxSnapshot/16
+	if s.size+need+reserve > l.MaxSnapshot {
+		return noTransfer
+	}
+	return room
+}
+
+// explain says what a shortage means, for an error.
+func (s *state) explain(why shortage, l wire.Limits) string {
+	if why == noSlot {
+		return fmt.Sprintf("%d locks in use (Limits.MaxResources)", len(s.resources))
+	}
+	waiting := 0
+	for _, r := range s.resources {
+		waiting += len(r.queue)
+	}
+	return fmt.Sprintf("%d locks in use and %d requests waiting: one more could make the state too large for a state transfer of %d bytes (Limits.MaxSnapshot)", len(s.resources), waiting, l.MaxSnapshot)
 }
 
 // wouldQueue reports whether a request for name made now would wait.
@@ -430,17 +497,19 @@ func (s *state) request(g *wire.Grant) (queued bool) {
 	if m == nil {
 		return g.Queued // a removed member: nothing to record, nothing to contradict
 	}
-	m.markDecided(g.Req, g.Floor)
+	s.markDecided(m, g.Req, g.Floor)
 	r, ok := s.resources[g.Resource]
 	if !ok {
 		r = &resource{}
 		s.resources[g.Resource] = r
+		s.size += wire.ResourceBound(len(g.Resource))
 	}
 	if r.holder == 0 && len(r.queue) == 0 {
 		r.holder, r.holderReq, r.token = g.Node, g.Req, g.T
 		return false
 	}
 	r.queue = append(r.queue, wire.Waiter{Node: g.Node, Req: g.Req, Since: g.T})
+	s.size += wire.WaiterBound
 	return true
 }
 
@@ -459,7 +528,7 @@ func (s *state) releaseMatches(d *wire.Released) bool {
 // new holder if the resource passed on.
 func (s *state) release(d *wire.Released) (h handover, passed bool) {
 	if m := s.member(d.Node); m != nil {
-		m.markDecided(d.Req, 0)
+		s.markDecided(m, d.Req, 0)
 	}
 	r, ok := s.resources[d.Resource]
 	if !ok {
@@ -467,7 +536,7 @@ func (s *state) release(d *wire.Released) (h handover, passed bool) {
 	}
 	defer s.dropIfIdle(d.Resource, r)
 	if d.Withdrawn {
-		r.queue = slices.DeleteFunc(r.queue, func(w wire.Waiter) bool { return w.Node == d.Node && w.Req == d.Req })
+		s.dequeue(r, func(w wire.Waiter) bool { return w.Node == d.Node && w.Req == d.Req })
 		return handover{}, false
 	}
 	return s.passOn(d.Resource, r, d.T)
@@ -512,6 +581,7 @@ func stateFromSnapshot(snap *wire.Snapshot) *state {
 		s.resources[r.Name] = &resource{holder: r.Holder, holderReq: r.HolderReq, token: r.Token, queue: slices.Clone(r.Queue)}
 	}
 	_ = s.rebuildSchedule() // a validated snapshot lists members sorted and unique
+	s.size = wire.SnapshotBound(snap)
 	return s
 }
 

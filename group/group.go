@@ -59,11 +59,13 @@ var (
 	// ErrLeaseLost: the group took the resource back before Release
 	// (this node's lease ran out, or it was removed).
 	ErrLeaseLost = errkind.New("group: lease lost", errkind.LeaseLost)
-	// ErrTooMany: the resource is not in use, and the group, as far as this
-	// node's state shows, already has as many in use (held or waited for)
-	// as a state may list. It stands for the state machine's
+	// ErrTooMany: the group's lock table is full, as far as this node's
+	// state shows: the lock is not in use and 65,536 are (held or waited
+	// for), or one more lock or waiter could make the group's state too
+	// large for a state transfer (8 MiB, less room for members yet to
+	// join). The error says which. It stands for the state machine's
 	// arbiter.ErrTooMany, which it does not wrap.
-	ErrTooMany = errkind.New("group: the group has as many locks in use as it can keep", errkind.TooMany)
+	ErrTooMany = errkind.New("group: the group's lock table is full", errkind.TooMany)
 	// ErrTickMismatch: the group runs with another tick than this node.
 	ErrTickMismatch = errors.New("group: tick differs from the group's")
 	// ErrLeaseTooShort: the group's lease is too short for this node's turn
@@ -299,7 +301,7 @@ const (
 	DropUnasked       = "unasked-state"  // a state transfer this node did not ask for, or from a non-member
 	DropBadState      = "bad-state"      // a state transfer that did not decode or match its digest
 	DropDuplicate     = "duplicate"      // a decision already applied
-	DropTooMany       = "too-many-locks" // a request for a new lock with every slot in use
+	DropTooMany       = "too-many-locks" // a request the lock table has no room for (see ErrTooMany)
 	DropUnsealed      = "unsealed"       // not sealed, and this group has a key
 	DropUnknownKey    = "unknown-key"    // sealed with a key this node does not hold
 	DropBadMAC        = "bad-mac"        // does not authenticate under its key

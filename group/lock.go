@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -190,7 +191,8 @@ func (g *Group) next(name string) {
 			return
 		}
 		if errors.Is(err, arbiter.ErrTooMany) {
-			err = fmt.Errorf("%w (%d; %s)", ErrTooMany, g.codec.Limits().MaxResources, name)
+			why, _ := strings.CutPrefix(err.Error(), arbiter.ErrTooMany.Error()+": ")
+			err = fmt.Errorf("%w: lock %q: %s", ErrTooMany, name, why)
 		}
 		w := ls.waiters[0]
 		ls.waiters = ls.waiters[1:]

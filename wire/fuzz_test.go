@@ -55,7 +55,8 @@ func FuzzDecode(f *testing.F) {
 }
 
 // FuzzSnapshot: a state transfer is decoded from reassembled chunks that
-// anyone could have sent; decoding it never panics and round-trips.
+// anyone could have sent; decoding it never panics and round-trips, and
+// SnapshotBound covers the encoding.
 func FuzzSnapshot(f *testing.F) {
 	c := newTestCodec(f)
 	b, err := c.EncodeSnapshot(&Snapshot{
@@ -77,6 +78,9 @@ func FuzzSnapshot(f *testing.F) {
 		b, err := c.EncodeSnapshot(s)
 		if err != nil {
 			t.Fatalf("decoded snapshot does not re-encode: %v", err)
+		}
+		if len(b) > SnapshotBound(s) {
+			t.Fatalf("snapshot encodes to %d bytes, over its bound %d", len(b), SnapshotBound(s))
 		}
 		s2, err := c.DecodeSnapshot(b)
 		if err != nil || !reflect.DeepEqual(s, s2) {

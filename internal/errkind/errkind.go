@@ -14,9 +14,8 @@ var (
 	LeaseLost = errors.New("mcnode: lease lost")
 	// Locked: TryAcquire found the lock held or waited for.
 	Locked = errors.New("mcnode: the lock is held or waited for")
-	// TooMany: the lock is not in use and as many locks as the runtime
-	// keeps are.
-	TooMany = errors.New("mcnode: too many locks in use")
+	// TooMany: the runtime's lock table is full.
+	TooMany = errors.New("mcnode: the lock table is full")
 )
 
 // New returns a sentinel error that says msg and matches kind under
