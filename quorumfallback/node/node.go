@@ -226,6 +226,9 @@ type Node struct {
 // with names.
 const MaxResources = 1 << 16
 
+// maxResources is MaxResources, lowered only by tests that fill the table.
+var maxResources = MaxResources
+
 // Stats counts what the node did.
 type Stats struct {
 	Sent, Received [q.Kinds]uint64 // messages by kind
@@ -496,8 +499,8 @@ func (n *Node) resource(name string) (*resource, error) {
 	if r := n.res[name]; r != nil {
 		return r, nil
 	}
-	if len(n.res) >= MaxResources {
-		return nil, fmt.Errorf("%w: already %d (MaxResources)", ErrTooMany, MaxResources)
+	if len(n.res) >= maxResources {
+		return nil, fmt.Errorf("%w: already %d (MaxResources)", ErrTooMany, len(n.res))
 	}
 	m, err := n.factory.New(n.cfg.Self)
 	if err != nil {
