@@ -163,11 +163,11 @@ var (
 	// ErrClosed: the node was closed, or has left; every call fails with
 	// it from then on.
 	ErrClosed = errkind.Closed
-	// ErrTooMany: Acquire or TryAcquire found the lock table full, as far
-	// as this node knows: in a group, 65,536 locks in use (held or waited
-	// for), or a state that one more lock or waiter would make too large
-	// for a state transfer (8 MiB); on a quorum-mode node, 65,536 locks in
-	// use.
+	// ErrTooMany: Acquire or TryAcquire found the lock table full: in a
+	// group, the server refused the request, with 65,536 locks in use (held
+	// or waited for), or a state that one more lock or waiter could make too
+	// large for a state transfer (8 MiB); on a quorum-mode node, 65,536
+	// locks in use there.
 	ErrTooMany = errkind.TooMany
 )
 

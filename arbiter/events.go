@@ -73,6 +73,13 @@ const (
 	// EventDemoted: Node, a voter that asked to be an observer, became one
 	// again at T, since the group had voters to spare.
 	EventDemoted
+	// EventRefused: the server refused this node's request Req for
+	// Resource, for want of room in the group's lock table: the resource
+	// was not in use and Limits.MaxResources were, or one more resource or
+	// waiter could have made the state too large for a state transfer
+	// (Reason says which). The request is over; one made once room is
+	// freed may be granted.
+	EventRefused
 )
 
 var eventNames = [...]string{
@@ -83,6 +90,7 @@ var eventNames = [...]string{
 	EventEpoch: "epoch", EventTakeoverStarted: "takeover-started", EventTakeoverWon: "takeover-won",
 	EventTakeoverFailed: "takeover-failed", EventStepDown: "step-down", EventQuorumLost: "quorum-lost",
 	EventQuorumRegained: "quorum-regained", EventStranded: "stranded", EventPromoted: "promoted", EventDemoted: "demoted",
+	EventRefused: "refused",
 }
 
 // String returns the kind's name.

@@ -1,7 +1,8 @@
 package arbiter_test
 
 import (
-	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mcnode/mcnode/arbiter"
@@ -125,10 +126,10 @@ func TestDecidedListStaysShortWhileARequestWaits(t *testing.T) {
 
 // The same with the smallest snapshot limits: a member restarted after the
 // waiter's many requests joins, which it could not if the snapshot listed
-// more decided requests than Limits.MaxResources allows.
+// more decided requests than Limits.MaxDecided allows.
 func TestLongWaitKeepsSnapshotsWithinSmallLimits(t *testing.T) {
 	const maxRes = 8
-	s := newGroup(t, 5, 5, func(c *arbiter.Config) { c.Limits.MaxResources = maxRes })
+	s := newGroup(t, 5, 5, func(c *arbiter.Config) { c.Limits.MaxDecided = maxRes })
 	_, _, others := roles(t, s)
 	holder, waiter, late := others[0], others[1], others[2]
 	acquire(t, s, holder, "r")
@@ -146,35 +147,120 @@ func TestLongWaitKeepsSnapshotsWithinSmallLimits(t *testing.T) {
 	checkClean(t, s)
 }
 
+// refusedFor returns the reason of h's EventRefused for resource, and
+// whether it had one.
+func refusedFor(h *simtest.Host, resource string) (string, bool) {
+	i := slices.IndexFunc(h.Events, func(e arbiter.Event) bool { return e.Kind == arbiter.EventRefused && e.Resource == resource })
+	if i < 0 {
+		return "", false
+	}
+	return h.Events[i].Reason, true
+}
+
 // A request for a resource not in use, while the group already has
-// Limits.MaxResources in use, is refused at once with ErrTooMany: the server
-// would not decide it, and it would wait without a word. A resource in use
-// may still be asked for, and once one is freed a new one may be too.
+// Limits.MaxResources in use, is refused by the server (EventRefused), not
+// left to wait without a word: the server's own request too. A resource in
+// use may still be asked for, and once one is freed a new one may be too.
+// Two requests sent while one slot was free, decided after it filled, get
+// one grant and one refusal.
 func TestAcquireBeyondMaxResourcesIsRefused(t *testing.T) {
-	const maxRes = 2
+	const maxRes = 3
 	s := newGroup(t, 3, 7, func(c *arbiter.Config) { c.Limits.MaxResources = maxRes })
-	srv, _, others := roles(t, s)
-	a, b := others[0], srv
+	srv, backup, others := roles(t, s)
+	a := others[0]
 	for _, name := range []string{"x", "y"} {
 		acquire(t, s, a, name)
 		waitUntil(t, s, 100, "a holds "+name, func() bool { return holds(a, name) })
 	}
-	waitUntil(t, s, 100, "b's state shows both in use", func() bool { return len(b.Node.Resources()) == maxRes })
-	if _, err := b.Node.Acquire("z"); !errors.Is(err, arbiter.ErrTooMany) {
-		t.Fatalf("Acquire of a third resource: err = %v, want ErrTooMany", err)
+	// One slot left: the backup and a ask for two new resources at once.
+	acquire(t, s, backup, "p")
+	acquire(t, s, a, "q")
+	waitUntil(t, s, 100, "one of p and q granted, the other refused", func() bool {
+		_, pRefused := refusedFor(backup, "p")
+		_, qRefused := refusedFor(a, "q")
+		return (holds(backup, "p") && qRefused) || (holds(a, "q") && pRefused)
+	})
+	acquire(t, s, srv, "z")
+	waitUntil(t, s, 100, "the server's own request refused", func() bool { _, ok := refusedFor(srv, "z"); return ok })
+	if why, _ := refusedFor(srv, "z"); !strings.Contains(why, "Limits.MaxResources") {
+		t.Errorf("refused for %q, want Limits.MaxResources named", why)
 	}
-	acquire(t, s, b, "x") // in use: it queues
-	waitUntil(t, s, 100, "b queued for x", func() bool { return hasEvent(b, arbiter.EventQueued) })
+	if len(srv.Node.Waiting()) != 0 {
+		t.Fatalf("the server still waits for %v after its refusal", srv.Node.Waiting())
+	}
+	acquire(t, s, srv, "x") // in use: it queues
+	waitUntil(t, s, 100, "the server queued for x", func() bool { return hasEvent(srv, arbiter.EventQueued) })
 	if err := a.Node.Release("y"); err != nil {
 		t.Fatal(err)
 	}
 	s.Check.Released(a, "y")
 	s.Flush(a)
-	waitUntil(t, s, 100, "b's state shows y freed", func() bool { return len(b.Node.Resources()) < maxRes })
-	if _, err := b.Node.Acquire("y"); err != nil {
-		t.Fatalf("Acquire once a resource was freed: %v", err)
+	acquire(t, s, backup, "z") // decided by the server, on its state: room
+	waitUntil(t, s, 100, "the backup holds z once y was freed", func() bool { return holds(backup, "z") })
+	checkClean(t, s)
+}
+
+// A refusal reaches a requester that missed it: cut off from the group
+// while the server refused its request and the group went on deciding,
+// past what the members keep to resend (LogWindow), the requester catches
+// up by a state transfer, in which its request is decided but neither held
+// nor queued, and reports it refused, once; it does not retry for ever a
+// request the server finds decided. Then it asks again, and is granted once
+// room is freed.
+func TestRefusalReachesARequesterBehind(t *testing.T) {
+	s := newGroup(t, 3, 23, func(c *arbiter.Config) {
+		c.Limits.MaxResources = 1
+		c.Params.TurnLength, c.LogWindow = 16, 16 // the smallest window a turn allows
+		c.Params.LeaseTicks = 600                 // the requester, cut off, stays a member
+	})
+	srv, backup, others := roles(t, s)
+	b := others[0]
+	acquire(t, s, backup, "x")
+	waitUntil(t, s, 100, "the backup holds x", func() bool { return holds(backup, "x") })
+	acquire(t, s, b, "y")
+	s.RunTicks(1) // the request reaches the server
+	for _, h := range s.Hosts {
+		if h != b {
+			s.Cut(h.Index, b.Index)
+		}
 	}
-	s.Flush(b)
-	waitUntil(t, s, 100, "b holds y", func() bool { return holds(b, "y") })
+	waitUntil(t, s, 50, "the server refused y", func() bool { return srv.Node.Stats().TooMany > 0 })
+	snapshots := b.Node.Stats().Snapshots
+	for range 16 { // 32 decisions, and SYNCs, the requester misses
+		if err := backup.Node.Release("x"); err != nil {
+			t.Fatal(err)
+		}
+		s.Check.Released(backup, "x")
+		s.Flush(backup)
+		s.RunTicks(2)
+		acquire(t, s, backup, "x")
+		waitUntil(t, s, 300, "the backup holds x again", func() bool { return holds(backup, "x") })
+	}
+	if _, ok := refusedFor(b, "y"); ok {
+		t.Fatal("the requester heard its refusal through the cut")
+	}
+	s.Heal()
+	waitUntil(t, s, 300, "the requester reports y refused", func() bool { _, ok := refusedFor(b, "y"); return ok })
+	if b.Node.Stats().Snapshots == snapshots {
+		t.Error("the requester caught up without a state transfer: the test missed its case")
+	}
+	s.RunTicks(100)
+	refusals := 0
+	for _, e := range b.Events {
+		if e.Kind == arbiter.EventRefused {
+			refusals++
+		}
+	}
+	if refusals != 1 || len(b.Node.Waiting()) != 0 {
+		t.Fatalf("%d refusals, still waiting for %v: want one refusal, nothing waiting", refusals, b.Node.Waiting())
+	}
+	if err := backup.Node.Release("x"); err != nil {
+		t.Fatal(err)
+	}
+	s.Check.Released(backup, "x")
+	s.Flush(backup)
+	s.RunTicks(5)
+	acquire(t, s, b, "y")
+	waitUntil(t, s, 100, "the requester holds y", func() bool { return holds(b, "y") })
 	checkClean(t, s)
 }

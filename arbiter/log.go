@@ -302,9 +302,13 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 			return false
 		}
 		wasHead := d.Withdrawn && st.headIs(d.Resource, d.Node, d.Req)
+		var why shortage
+		if n.isRefusal(d) {
+			why = st.noRoomFor(d.Resource, n.cfg.Limits) // as the server found the state it decided on
+		}
 		h, passed := st.release(d)
 		if d.Node == n.id {
-			n.ownReleased(d)
+			n.ownReleased(d, why)
 		}
 		if passed {
 			n.handedOff(h.resource, h.to, true, true)
@@ -636,7 +640,31 @@ func (n *Node) noteHead(name string, t uint64) {
 	}
 }
 
-func (n *Node) ownReleased(d *wire.Released) {
+// isRefusal reports whether d refuses a request of this node's: a
+// withdrawal of a request it has pending, which it did not cancel (Cancel
+// takes the request out of reqs). The server decides one when the lock table
+// has no room for the request (serveMsg).
+func (n *Node) isRefusal(d *wire.Released) bool {
+	p := n.reqs[d.Resource]
+	return d.Withdrawn && d.Node == n.id && p != nil && p.req == d.Req
+}
+
+// ownReleased applies a release or withdrawal of this node's: the end of a
+// release or cancel it asked for, or the refusal of a request, for want of
+// room why in the state the server decided it on.
+func (n *Node) ownReleased(d *wire.Released, why shortage) {
+	if n.isRefusal(d) {
+		reason := n.st.explain(why, n.cfg.Limits)
+		if why == room {
+			// The same state, under the same limits, would have granted
+			// it: limits that differ between members, or a bug.
+			n.stats.Divergence++
+			reason = "the server found no room in the group's lock table, though this node's state under its limits has some"
+		}
+		delete(n.reqs, d.Resource)
+		n.emit(Event{Kind: EventRefused, Node: n.id, Resource: d.Resource, Req: d.Req, T: d.T, Reason: reason})
+		return
+	}
 	p := n.rels[d.Req]
 	if p == nil {
 		return
@@ -1171,11 +1199,20 @@ func (n *Node) reconcile() {
 		}
 	}
 	// A request the state does not queue is undecided as far as the group
-	// knows: it is sent again, not waited on.
+	// knows: it is sent again, not waited on; unless the state has decided
+	// it, which, neither held nor queued, it refused (serveMsg) while this
+	// node was behind. Asked again, the server would find it decided, and
+	// this node would wait for ever.
+	me := n.st.member(n.id)
 	for _, name := range sortedKeys(n.reqs) {
 		p := n.reqs[name]
 		r := n.st.resources[name]
 		queued := r != nil && slices.ContainsFunc(r.queue, func(w wire.Waiter) bool { return w.Node == n.id && w.Req == p.req })
+		if held := r != nil && r.holder == n.id && r.holderReq == p.req; !held && !queued && me != nil && me.isDecided(p.req) {
+			delete(n.reqs, name)
+			n.emit(Event{Kind: EventRefused, Node: n.id, Resource: name, Req: p.req, Reason: "refused while this node was behind the group: no room in its lock table"})
+			continue
+		}
 		if queued && !p.queued {
 			n.emit(Event{Kind: EventQueued, Node: n.id, Resource: name, Req: p.req})
 		}

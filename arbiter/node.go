@@ -36,13 +36,6 @@ var (
 	ErrNotWaiting = errors.New("arbiter: no pending request for the resource")
 	// ErrBadName: the resource name or topic is empty, too long or not UTF-8.
 	ErrBadName = errors.New("arbiter: bad resource name")
-	// ErrTooMany: the group's lock table is full, as far as this node's
-	// state shows, so the server could not decide the request: the
-	// resource is not in use and Limits.MaxResources are, or one more
-	// resource or waiter could take the state past what a state transfer
-	// may carry (Limits.MaxSnapshot, less room for members yet to join).
-	// A resource is in use while held or waited for. The error says which.
-	ErrTooMany = errors.New("arbiter: the group's lock table is full")
 )
 
 type status uint8
@@ -242,7 +235,7 @@ type Stats struct {
 	NotMember     uint64 // requests, decisions and state requests from non-members, ignored
 	NotServer     uint64 // decisions from a member that neither made them nor shows it applied them
 	Unasked       uint64 // state transfers this node did not ask for, or from a non-member, ignored
-	TooMany       uint64 // requests left undecided for want of room (see ErrTooMany)
+	TooMany       uint64 // requests, and their retries, the server found no room for (see EventRefused)
 	Duplicates    uint64 // decisions already applied
 	Divergence    uint64 // decisions or digests that disagreed with this node's state
 	Truncated     uint64 // times this node's log went past where a new epoch began: state refetched
@@ -488,9 +481,9 @@ func (n *Node) Advance() {
 }
 
 // Acquire asks for the named resource and returns the request's ID. The
-// answer comes as an EventQueued and then an EventGranted (or EventLost).
-// A request the group's lock table has no room for is refused with
-// ErrTooMany.
+// answer comes as an EventQueued and then an EventGranted (or EventLost), or
+// as an EventRefused if the group's lock table has no room for it. The
+// server decides that, not this node, whose state may lag the server's.
 func (n *Node) Acquire(resource string) (uint64, error) {
 	if n.stat != statusMember {
 		return 0, ErrNotMember
@@ -500,16 +493,6 @@ func (n *Node) Acquire(resource string) (uint64, error) {
 	}
 	if n.held[resource] != nil || n.reqs[resource] != nil {
 		return 0, ErrBusy
-	}
-	if why := n.st.noRoomFor(resource, n.cfg.Limits); why != room {
-		// The server would not decide it until one is freed (serveMsg),
-		// and the caller would wait without knowing why. This node's
-		// state may lag the server's: a release that passes the resource
-		// to nobody is published with the server's next ping, so for up
-		// to a heartbeat after one the table looks full here while the
-		// server has room. A request sent just before the table filled
-		// still waits for room.
-		return 0, fmt.Errorf("%w: %s", ErrTooMany, n.st.explain(why, n.cfg.Limits))
 	}
 	n.nextReq++
 	p := &pending{resource: resource, req: n.nextReq, since: n.now, sentAt: n.now}

@@ -893,7 +893,14 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 				behind(in)
 			}
 		case st.noRoomFor(m.Resource, n.cfg.Limits) != room:
-			n.stats.TooMany++ // no room (Limits.MaxResources, Limits.MaxSnapshot); the requester retries
+			// No room (Limits.MaxResources, Limits.MaxSnapshot): the
+			// request is refused, by a withdrawal its requester did not
+			// ask for (see ownReleased), so that it does not wait for
+			// room without a word, and its ID joins the decided ones.
+			n.stats.TooMany++
+			if n.canDecide() {
+				n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Withdrawn: true}, false)
+			}
 		case n.canDecide():
 			queued := st.wouldQueue(m.Resource)
 			n.decide(&wire.Grant{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Floor: m.Floor, Queued: queued}, !queued)

@@ -414,12 +414,13 @@ func (s *state) markDecided(m *member, req, floor uint64) {
 // right above it: a member's own floor stays below every request it has
 // pending, queued ones too (see Node.floor), so while one request waits
 // long, the member's requests decided meanwhile would otherwise pile up in
-// the list, and in every snapshot, without bound (past Limits.MaxResources
-// no snapshot validates, and no member could join or catch up). A gap left
-// is a request this branch of the log has not decided: one on its way, one
-// the server cannot decide yet (no room for another resource), or one
-// decided on a branch a takeover cut off, which the member asks again if it
-// still waits for it; the list grows while such a gap lasts.
+// the list, and in every snapshot, without bound (past Limits.MaxDecided no
+// snapshot validates, and no member could join or catch up). A gap left is
+// a request this branch of the log has not decided: one on its way (the
+// server decides every request it gets, a refusal too), or one decided on a
+// branch a takeover cut off, which the member asks again if it still waits
+// for it, or else passes with its floor; the list grows while such a gap
+// lasts.
 func (m *member) markDecided(req, floor uint64) {
 	if floor > m.floor {
 		m.floor = floor

@@ -59,12 +59,11 @@ var (
 	// ErrLeaseLost: the group took the resource back before Release
 	// (this node's lease ran out, or it was removed).
 	ErrLeaseLost = errkind.New("group: lease lost", errkind.LeaseLost)
-	// ErrTooMany: the group's lock table is full, as far as this node's
-	// state shows: the lock is not in use and 65,536 are (held or waited
-	// for), or one more lock or waiter could make the group's state too
-	// large for a state transfer (8 MiB, less room for members yet to
-	// join). The error says which. It stands for the state machine's
-	// arbiter.ErrTooMany, which it does not wrap.
+	// ErrTooMany: the server refused the request, for want of room in the
+	// group's lock table: the lock was not in use and 65,536 were (held or
+	// waited for), or one more lock or waiter could have made the group's
+	// state too large for a state transfer (8 MiB, less room for members
+	// yet to join). The error says which (arbiter.EventRefused).
 	ErrTooMany = errkind.New("group: the group's lock table is full", errkind.TooMany)
 	// ErrTickMismatch: the group runs with another tick than this node.
 	ErrTickMismatch = errors.New("group: tick differs from the group's")
@@ -131,6 +130,7 @@ const (
 	EventStranded        = arbiter.EventStranded
 	EventPromoted        = arbiter.EventPromoted
 	EventDemoted         = arbiter.EventDemoted
+	EventRefused         = arbiter.EventRefused
 )
 
 // Group is one node's membership in a group: the runtime that drives the
@@ -977,6 +977,8 @@ func (g *Group) handle(e Event) {
 		g.queued(e)
 	case EventLost:
 		g.lost(e)
+	case EventRefused:
+		g.refused(e)
 	case EventUpdate:
 		g.publishLocal(e)
 	case EventEpoch:
@@ -1118,6 +1120,8 @@ func (g *Group) logEvent(e Event) {
 		l.Debug().Str("resource", e.Resource).Uint64("token", e.Token).Msg("released")
 	case EventLost:
 		l.Warn().Str("resource", e.Resource).Uint64("token", e.Token).Str("reason", e.Reason).Msg("lost a resource")
+	case EventRefused:
+		l.Warn().Str("resource", e.Resource).Str("reason", e.Reason).Msg("request refused: the group's lock table is full")
 	case EventEpoch:
 		l.Info().Uint64("epoch", e.Epoch).Uint64("server", uint64(e.Node)).Uint64("T", e.T).Msg(e.Reason)
 	case EventTakeoverStarted:

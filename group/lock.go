@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/mcnode/mcnode/arbiter"
 	"github.com/mcnode/mcnode/wire"
 )
 
@@ -190,10 +188,6 @@ func (g *Group) next(name string) {
 			ls.req = req
 			return
 		}
-		if errors.Is(err, arbiter.ErrTooMany) {
-			why, _ := strings.CutPrefix(err.Error(), arbiter.ErrTooMany.Error()+": ")
-			err = fmt.Errorf("%w: lock %q: %s", ErrTooMany, name, why)
-		}
 		w := ls.waiters[0]
 		ls.waiters = ls.waiters[1:]
 		w.ch <- acquireResult{err: err}
@@ -251,6 +245,22 @@ func (g *Group) queued(e Event) {
 	_ = g.node.Cancel(e.Resource)
 	ls.req = 0
 	w.ch <- acquireResult{err: ErrLocked}
+	g.next(e.Resource)
+}
+
+// refused: the group had no room for the first waiter's request; the
+// waiters behind it ask again, and may find room freed meanwhile.
+func (g *Group) refused(e Event) {
+	ls := g.locks[e.Resource]
+	if ls == nil || ls.req != e.Req {
+		return
+	}
+	ls.req = 0
+	if len(ls.waiters) > 0 {
+		w := ls.waiters[0]
+		ls.waiters = ls.waiters[1:]
+		w.ch <- acquireResult{err: fmt.Errorf("%w: lock %q: %s", ErrTooMany, e.Resource, e.Reason)}
+	}
 	g.next(e.Resource)
 }
 

@@ -14,10 +14,11 @@ import (
 )
 
 // A lock not in use, asked for while the group has as many in use as a
-// state may list (65,536; 16 here), is refused at once with ErrTooMany (which matches
-// mcnode.ErrTooMany), not left waiting for a decision the server would not
-// make; a lock in use may still be waited for, and once one is freed a new
-// one may be taken.
+// state may list (65,536; 16 here), is refused by the server with
+// ErrTooMany (which matches mcnode.ErrTooMany), not left waiting for room
+// without a word; a lock in use may still be waited for, and once one is
+// freed a new one may be taken at once: the server, not the asker's
+// possibly older state, decides.
 func TestAcquireBeyondTheLockTableIsRefused(t *testing.T) {
 	const limit = 16
 	group.SetMaxResourcesForTest(t, limit)
@@ -71,7 +72,6 @@ func TestAcquireBeyondTheLockTableIsRefused(t *testing.T) {
 		if err := <-waiting; err != nil {
 			t.Fatalf("Acquire of a lock in use: %v", err)
 		}
-		time.Sleep(time.Second) // until gs[1] has applied the release
 		l, err := gs[1].Acquire(ctx, "one-too-many")
 		if err != nil {
 			t.Fatalf("Acquire once a lock was freed: %v", err)

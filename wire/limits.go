@@ -25,6 +25,10 @@ type Limits struct {
 	MaxUpdate int
 	// MaxResources bounds the resources in a snapshot.
 	MaxResources int
+	// MaxDecided bounds a member's list of decided requests in a snapshot:
+	// those decided above one of its requests not yet decided (one in
+	// flight), which its floor passes once that one is decided.
+	MaxDecided int
 	// MaxSnapshot bounds an encoded snapshot, in bytes.
 	MaxSnapshot int
 }
@@ -45,6 +49,7 @@ func DefaultLimits() Limits {
 		MaxAddr:      128,
 		MaxUpdate:    1024,
 		MaxResources: 65536,
+		MaxDecided:   65536,
 		MaxSnapshot:  8 << 20,
 	}
 }
@@ -64,6 +69,8 @@ func (l Limits) Check() error {
 		return fmt.Errorf("wire: Limits.MaxUpdate %d out of range [0, MaxDatagram]", l.MaxUpdate)
 	case l.MaxResources < 1:
 		return fmt.Errorf("wire: Limits.MaxResources %d must be at least 1", l.MaxResources)
+	case l.MaxDecided < 1:
+		return fmt.Errorf("wire: Limits.MaxDecided %d must be at least 1", l.MaxDecided)
 	case l.MaxSnapshot < l.MaxDatagram:
 		return fmt.Errorf("wire: Limits.MaxSnapshot %d smaller than MaxDatagram", l.MaxSnapshot)
 	}

@@ -135,7 +135,7 @@ func (s *Snapshot) Validate(l Limits) error {
 		if err := checkName("Snapshot.Members.Addr", m.Addr, l.MaxAddr, false); err != nil {
 			return err
 		}
-		if err := checkLen("Snapshot.Members.Decided", len(m.Decided), l.MaxResources); err != nil {
+		if err := checkLen("Snapshot.Members.Decided", len(m.Decided), l.MaxDecided); err != nil {
 			return err
 		}
 		for k, req := range m.Decided {

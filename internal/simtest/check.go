@@ -277,6 +277,11 @@ func (c *Checker) event(h *Host, e arbiter.Event) {
 		if x := c.holders[e.Resource]; x != nil && x.host == h.Index && x.inc == h.Node.Inc() {
 			delete(c.holders, e.Resource)
 		}
+	case arbiter.EventRefused:
+		// Answered: the lock table had no room (a node's state that would
+		// have granted it counts a divergence, which the tests check).
+		delete(c.pending, pendingKey{h.Index, h.Node.Inc(), e.Req})
+		c.s.Stats.Refused++
 	case arbiter.EventRemoved, arbiter.EventLeft, arbiter.EventGroupFull:
 		c.dropPending(h)
 	}

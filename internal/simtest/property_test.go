@@ -52,6 +52,9 @@ type scenario struct {
 	groupCuts bool
 	burstRate float64
 	burstSize int
+	// maxResources and maxSnapshot, if not 0, lower the lock table's
+	// limits (drawFullScenario).
+	maxResources, maxSnapshot int
 }
 
 func drawScenario(seed int64) scenario {
@@ -120,6 +123,27 @@ func drawCutScenario(seed int64) scenario {
 	return sc
 }
 
+// drawFullScenario draws a cuts scenario (drawCutScenario) whose lock
+// table fills: in half the seeds it holds 1 to 16 resources more than the
+// workload's own (Limits.MaxResources), in the other half a state transfer
+// carries 13 to 17 KiB, of which all but one to five go to the room kept for
+// members yet to join (Limits.MaxSnapshot); members keep asking for many
+// resources at once. The server refuses what it has no room for, under every
+// fault, and a refused request counts as answered; each refusal a member's
+// own state would not make is a divergence. Its seeds are a space of their
+// own.
+func drawFullScenario(seed int64) scenario {
+	r := rand.New(rand.NewSource(seed ^ 0xf011))
+	sc := drawCutScenario(seed)
+	sc.burstRate = max(sc.burstRate, 0.002+r.Float64()*0.008)
+	if r.Intn(2) == 0 {
+		sc.maxResources = sc.resources + 1 + r.Intn(16)
+	} else {
+		sc.maxSnapshot = 13<<10 + r.Intn(4<<10)
+	}
+	return sc
+}
+
 const (
 	// faultTicks is the phase with loss, duplication, crashes, leaves,
 	// pauses and partitions: long enough for several takeovers, leases
@@ -153,6 +177,7 @@ type outcome struct {
 	faults     [4]int // crashes, leaves, pauses, partitions
 	violations []string
 	entries    int
+	refused    int // requests refused for want of room
 	takeovers  int
 	maxWait    int64 // longest wait of a request outstanding when faults stopped
 	// observerCrashes counts the hosts crashed with all the observers;
@@ -173,7 +198,18 @@ func runSeed(seed int64, trace func(string)) outcome {
 
 // runScenario runs one scenario: faults, then healing, then agreement.
 func runScenario(seed int64, sc scenario, trace func(string)) outcome {
-	s := New(Options{Seed: seed, Hosts: sc.hosts, Observers: sc.observers, Loss: sc.loss, Dup: sc.dup, MinDelay: 1, MaxDelay: sc.maxDelay, DriftPPM: sc.drift, Trace: trace})
+	var tweak func(*arbiter.Config)
+	if sc.maxResources+sc.maxSnapshot > 0 {
+		tweak = func(c *arbiter.Config) {
+			if sc.maxResources > 0 {
+				c.Limits.MaxResources = sc.maxResources
+			}
+			if sc.maxSnapshot > 0 {
+				c.Limits.MaxSnapshot = sc.maxSnapshot
+			}
+		}
+	}
+	s := New(Options{Seed: seed, Hosts: sc.hosts, Observers: sc.observers, Loss: sc.loss, Dup: sc.dup, MinDelay: 1, MaxDelay: sc.maxDelay, DriftPPM: sc.drift, Trace: trace, Tweak: tweak})
 	w := NewWorkload(s, sc.resources)
 	w.ThinkMax, w.HoldMax = sc.thinkMax, sc.holdMax
 	w.BurstRate, w.BurstSize = sc.burstRate, sc.burstSize
@@ -260,6 +296,7 @@ func runScenario(seed int64, sc scenario, trace func(string)) outcome {
 	o.observersAdmitted, o.promoted, o.demoted = s.Check.Observers()
 	o.violations = s.Check.Violations
 	o.entries = s.Stats.Entries
+	o.refused = s.Stats.Refused
 	o.bursts = w.Bursts
 	o.takeovers = len(s.Check.takeovers)
 	o.hash = s.TraceHash()
@@ -308,6 +345,17 @@ func TestPropertySeededCuts(t *testing.T) {
 	sweep(t, drawCutScenario, "TestPropertySeededCuts")
 }
 
+// TestPropertySeededFull is the property test of a lock table that fills
+// (drawFullScenario), under the faults of TestPropertySeededCuts. The same
+// properties hold, every request is granted or refused, no refusal
+// contradicts the state it was decided on, and every state fits a state
+// transfer. Its seeds are its own; replay one with
+//
+//	go test ./internal/simtest -run TestPropertySeededFull -sim.seed=N -v
+func TestPropertySeededFull(t *testing.T) {
+	sweep(t, drawFullScenario, "TestPropertySeededFull")
+}
+
 // sweep runs the seeds the flags ask for, each drawn by draw, on every
 // core; name is the test's, for the replay line.
 func sweep(t *testing.T, draw func(int64) scenario, name string) {
@@ -348,13 +396,14 @@ func sweep(t *testing.T, draw func(int64) scenario, name string) {
 	}
 	close(next)
 	wg.Wait()
-	var entries, takeovers, observerCrashes, admitted, promoted, demoted, bursts int
+	var entries, refused, takeovers, observerCrashes, admitted, promoted, demoted, bursts int
 	var faults [4]int
 	byKind := map[string][]int64{}
 	var worst result
 	failures := 0
 	for _, r := range results {
 		entries += r.o.entries
+		refused += r.o.refused
 		bursts += r.o.bursts
 		takeovers += r.o.takeovers
 		observerCrashes += r.o.observerCrashes
@@ -389,6 +438,9 @@ func sweep(t *testing.T, draw func(int64) scenario, name string) {
 		n, entries, takeovers, faults[0], observerCrashes, faults[1], faults[2], faults[3], failures, worst.seed, worst.o.maxWait, worst.o.bound)
 	if bursts > 0 {
 		t.Logf("%d bursts of requests", bursts)
+	}
+	if refused > 0 {
+		t.Logf("%d requests refused for want of room in the lock table", refused)
 	}
 	if admitted+promoted > 0 {
 		t.Logf("observers: %d admitted, %d promoted to voters, %d voters demoted", admitted, promoted, demoted)

@@ -138,6 +138,7 @@ type Stats struct {
 	Cut       int // copies dropped by a partition
 	Filtered  int // multicast copies addressed to other members, dropped on arrival
 	Entries   int // grants reported to the application
+	Refused   int // requests refused for want of room in the lock table
 }
 
 // New builds a simulation: host 0 founds the group and the others join.

@@ -210,6 +210,8 @@ func (w *Workload) burstEvent(h *Host, e arbiter.Event) {
 			delete(b.asked, e.Req)
 			b.releaseAt[res] = w.s.Tick() + int64(w.between(w.HoldMin, w.HoldMax))
 		}
+	case arbiter.EventRefused:
+		delete(b.asked, e.Req)
 	case arbiter.EventLost:
 		delete(b.releaseAt, e.Resource)
 		for req, res := range b.asked {
@@ -269,6 +271,10 @@ func (w *Workload) onEvent(h *Host, e arbiter.Event) {
 			if at, ok := w.released[c.resource]; ok && c.askedAt <= at {
 				w.SyncDelays = append(w.SyncDelays, w.s.Now-at)
 			}
+		}
+	case arbiter.EventRefused:
+		if c.state == waiting && e.Req == c.req {
+			c.state, c.nextAt = idle, w.s.Tick()+1
 		}
 	case arbiter.EventLost:
 		if e.Resource == c.resource && (c.state == holding || c.state == waiting) {
