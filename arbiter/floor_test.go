@@ -1,6 +1,7 @@
 package arbiter_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -262,5 +263,54 @@ func TestRefusalReachesARequesterBehind(t *testing.T) {
 	s.RunTicks(5)
 	acquire(t, s, b, "y")
 	waitUntil(t, s, 100, "the requester holds y", func() bool { return holds(b, "y") })
+	checkClean(t, s)
+}
+
+// A refusal carries its request's floor. A member told its request was
+// refused on a branch a takeover then cut off no longer asks it: on the
+// surviving branch that request stays undecided, a gap below the member's
+// later requests. With the table still full, each later request is
+// refused; without the floor, each refusal lengthened the member's decided
+// list, in every state, past Limits.MaxDecided (a review found it: 40
+// refusals, 40 entries), and then no state could be sent.
+func TestRefusalsRaiseTheFloorPastACutRefusal(t *testing.T) {
+	s := newGroup(t, 5, 31, func(c *arbiter.Config) { c.Limits.MaxResources = 1; c.Limits.MaxDecided = 32 })
+	srv, backup, others := roles(t, s)
+	n := others[0]
+	acquire(t, s, backup, "x")
+	waitUntil(t, s, 100, "the backup holds x", func() bool { return holds(backup, "x") })
+	s.RunTicks(12)
+	// The server and n on the minority side: n hears its refusal there.
+	s.Partition([]int{srv.Index, n.Index}, []int{backup.Index, others[1].Index, others[2].Index})
+	acquire(t, s, n, "y")
+	waitUntil(t, s, 30, "n hears its refusal", func() bool { _, ok := refusedFor(n, "y"); return ok })
+	waitUntil(t, s, 600, "a takeover on the majority side", func() bool {
+		return backup.Node.Epoch() > n.Node.Epoch() || others[1].Node.Epoch() > n.Node.Epoch()
+	})
+	s.RunTicks(50)
+	s.Heal()
+	s.RunTicks(300)
+	for i := range 40 {
+		acquire(t, s, n, fmt.Sprintf("z%d", i))
+		s.RunTicks(15)
+	}
+	refusals, longest := 0, 0
+	for _, e := range n.Events {
+		if e.Kind == arbiter.EventRefused {
+			refusals++
+		}
+	}
+	for _, h := range s.Hosts {
+		longest = max(longest, arbiter.DecidedForTest(h.Node, n.Node.ID()))
+		if err := h.Node.CheckState(); err != nil {
+			t.Errorf("h%d: %v", h.Index, err)
+		}
+	}
+	if refusals < 40 {
+		t.Fatalf("%d refusals: the table was not full, the test proves nothing", refusals)
+	}
+	if longest > 4 {
+		t.Errorf("n's decided list reached %d entries after %d refusals", longest, refusals)
+	}
 	checkClean(t, s)
 }

@@ -896,10 +896,14 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 			// No room (Limits.MaxResources, Limits.MaxSnapshot): the
 			// request is refused, by a withdrawal its requester did not
 			// ask for (see ownReleased), so that it does not wait for
-			// room without a word, and its ID joins the decided ones.
-			n.stats.TooMany++
+			// room without a word. It carries the request's floor: a
+			// member refused again and again while a request of its
+			// stays undecided on this branch (one refused on a branch a
+			// takeover cut off, which it no longer asks) would otherwise
+			// add each refusal to its decided list, past any limit.
 			if n.canDecide() {
-				n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Withdrawn: true}, false)
+				n.stats.TooMany++
+				n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Withdrawn: true, Floor: m.Floor}, false)
 			}
 		case n.canDecide():
 			queued := st.wouldQueue(m.Resource)

@@ -529,7 +529,7 @@ func (s *state) releaseMatches(d *wire.Released) bool {
 // new holder if the resource passed on.
 func (s *state) release(d *wire.Released) (h handover, passed bool) {
 	if m := s.member(d.Node); m != nil {
-		s.markDecided(m, d.Req, 0)
+		s.markDecided(m, d.Req, d.Floor)
 	}
 	r, ok := s.resources[d.Resource]
 	if !ok {

@@ -44,8 +44,8 @@ func decodeFast(body []byte, m Message) bool {
 			return r.done() && set(m, v)
 		}
 	case *Released:
-		if r.array(8) {
-			v := Released{T: r.uint(), Next: r.uint(), Epoch: r.uint(), Node: NodeID(r.uint()), Req: r.uint(), Resource: r.str(), Token: r.uint(), Withdrawn: r.bool()}
+		if r.array(9) {
+			v := Released{T: r.uint(), Next: r.uint(), Epoch: r.uint(), Node: NodeID(r.uint()), Req: r.uint(), Resource: r.str(), Token: r.uint(), Withdrawn: r.bool(), Floor: r.uint()}
 			return r.done() && set(m, v)
 		}
 	case *Ping:
@@ -227,9 +227,9 @@ func appendFast(b []byte, m Message) ([]byte, bool) {
 		b = append(b, 0x93)
 		return appendBool(appendStr(appendUint(b, m.Req), m.Resource), m.Retry), true
 	case *Released:
-		b = append(b, 0x98)
+		b = append(b, 0x99)
 		b = appendUint(appendUint(appendUint(appendUint(appendUint(b, m.T), m.Next), m.Epoch), uint64(m.Node)), m.Req)
-		return appendBool(appendUint(appendStr(b, m.Resource), m.Token), m.Withdrawn), true
+		return appendUint(appendBool(appendUint(appendStr(b, m.Resource), m.Token), m.Withdrawn), m.Floor), true
 	case *Ping:
 		if len(m.Unanswered) > 15 || len(m.Answered) > 15 {
 			return b, false

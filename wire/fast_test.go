@@ -103,7 +103,7 @@ func FuzzAppendFast(f *testing.F) {
 			&Grant{T: a, Next: b, Epoch: c, Node: NodeID(d), Req: a ^ d, Resource: s, Floor: c ^ b, Queued: flag},
 			&Release{Req: a, Resource: s, Token: b, Retry: flag},
 			&Cancel{Req: c, Resource: s, Retry: flag},
-			&Released{T: a, Next: b, Epoch: c, Node: NodeID(d), Req: b ^ c, Resource: s, Token: d ^ a, Withdrawn: flag},
+			&Released{T: a, Next: b, Epoch: c, Node: NodeID(d), Req: b ^ c, Resource: s, Token: d ^ a, Withdrawn: flag, Floor: c ^ d},
 			&Ping{Turn: a, Probe: b, Reachable: uint32(c), Prev: d, ViewT: a ^ b, Unanswered: ids},
 			&PingReply{Turn: a, Probe: d},
 			&Ack{},

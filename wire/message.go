@@ -215,8 +215,11 @@ type Cancel struct {
 }
 
 // Released is the server's decision that Node released Resource (held under
-// Token) or, with Withdrawn, that it withdrew request Req. The head of the
-// resource's queue, if any, holds it from this decision on.
+// Token) or, with Withdrawn, that request Req is withdrawn: Node cancelled
+// it, or, if Node did not, the server refused it for want of room in the
+// lock table. The head of the resource's queue, if any, holds it from this
+// decision on. A refusal carries its request's Floor, as a Grant does, so
+// that the state's floor for Node rises with refusals as with grants.
 type Released struct {
 	_struct   struct{} `codec:",toarray"`
 	T, Next   uint64
@@ -226,6 +229,7 @@ type Released struct {
 	Resource  string
 	Token     uint64
 	Withdrawn bool
+	Floor     uint64
 }
 
 // Ping is multicast by the server at the start of its turn (paper figure A)

@@ -130,7 +130,9 @@ func drawCutScenario(seed int64) scenario {
 // members yet to join (Limits.MaxSnapshot); members keep asking for many
 // resources at once. The server refuses what it has no room for, under every
 // fault, and a refused request counts as answered; each refusal a member's
-// own state would not make is a divergence. Its seeds are a space of their
+// own state would not make is a divergence. A member's decided list may
+// hold 256 requests, above the 96 of a burst in flight: refusals must not
+// lengthen it. Its seeds are a space of their
 // own.
 func drawFullScenario(seed int64) scenario {
 	r := rand.New(rand.NewSource(seed ^ 0xf011))
@@ -207,6 +209,10 @@ func runScenario(seed int64, sc scenario, trace func(string)) outcome {
 			if sc.maxSnapshot > 0 {
 				c.Limits.MaxSnapshot = sc.maxSnapshot
 			}
+			// Decided lists grow only over requests in flight (a burst is
+			// at most 96), so that one that grows with refusals fails the
+			// check of every state (statesSendable).
+			c.Limits.MaxDecided = 256
 		}
 	}
 	s := New(Options{Seed: seed, Hosts: sc.hosts, Observers: sc.observers, Loss: sc.loss, Dup: sc.dup, MinDelay: 1, MaxDelay: sc.maxDelay, DriftPPM: sc.drift, Trace: trace, Tweak: tweak})
