@@ -41,11 +41,28 @@ func takeAndRelease(t *testing.T, s *simtest.Sim, h *simtest.Host, name string) 
 	t.Helper()
 	acquire(t, s, h, name)
 	waitUntil(t, s, 100, "h holds "+name, func() bool { return holds(h, name) })
+	release(t, s, h, name)
+}
+
+// release has h release name, which it holds.
+func release(t *testing.T, s *simtest.Sim, h *simtest.Host, name string) {
+	t.Helper()
 	if err := h.Node.Release(name); err != nil {
 		t.Fatal(err)
 	}
 	s.Check.Released(h, name)
 	s.Flush(h)
+}
+
+// count returns how many events of kind h has reported.
+func count(h *simtest.Host, kind arbiter.EventKind) int {
+	n := 0
+	for _, e := range h.Events {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
 }
 
 // handOver has the holder release name and waits until the waiter holds it.
@@ -191,11 +208,7 @@ func TestAcquireBeyondMaxResourcesIsRefused(t *testing.T) {
 	}
 	acquire(t, s, srv, "x") // in use: it queues
 	waitUntil(t, s, 100, "the server queued for x", func() bool { return hasEvent(srv, arbiter.EventQueued) })
-	if err := a.Node.Release("y"); err != nil {
-		t.Fatal(err)
-	}
-	s.Check.Released(a, "y")
-	s.Flush(a)
+	release(t, s, a, "y")
 	acquire(t, s, backup, "z") // decided by the server, on its state: room
 	waitUntil(t, s, 100, "the backup holds z once y was freed", func() bool { return holds(backup, "z") })
 	checkClean(t, s)
@@ -228,11 +241,7 @@ func TestRefusalReachesARequesterBehind(t *testing.T) {
 	waitUntil(t, s, 50, "the server refused y", func() bool { return srv.Node.Stats().TooMany > 0 })
 	snapshots := b.Node.Stats().Snapshots
 	for range 16 { // 32 decisions, and SYNCs, the requester misses
-		if err := backup.Node.Release("x"); err != nil {
-			t.Fatal(err)
-		}
-		s.Check.Released(backup, "x")
-		s.Flush(backup)
+		release(t, s, backup, "x")
 		s.RunTicks(2)
 		acquire(t, s, backup, "x")
 		waitUntil(t, s, 300, "the backup holds x again", func() bool { return holds(backup, "x") })
@@ -246,20 +255,10 @@ func TestRefusalReachesARequesterBehind(t *testing.T) {
 		t.Error("the requester caught up without a state transfer: the test missed its case")
 	}
 	s.RunTicks(100)
-	refusals := 0
-	for _, e := range b.Events {
-		if e.Kind == arbiter.EventRefused {
-			refusals++
-		}
-	}
-	if refusals != 1 || len(b.Node.Waiting()) != 0 {
+	if refusals := count(b, arbiter.EventRefused); refusals != 1 || len(b.Node.Waiting()) != 0 {
 		t.Fatalf("%d refusals, still waiting for %v: want one refusal, nothing waiting", refusals, b.Node.Waiting())
 	}
-	if err := backup.Node.Release("x"); err != nil {
-		t.Fatal(err)
-	}
-	s.Check.Released(backup, "x")
-	s.Flush(backup)
+	release(t, s, backup, "x")
 	s.RunTicks(5)
 	acquire(t, s, b, "y")
 	waitUntil(t, s, 100, "the requester holds y", func() bool { return holds(b, "y") })
@@ -294,12 +293,7 @@ func TestRefusalsRaiseTheFloorPastACutRefusal(t *testing.T) {
 		acquire(t, s, n, fmt.Sprintf("z%d", i))
 		s.RunTicks(15)
 	}
-	refusals, longest := 0, 0
-	for _, e := range n.Events {
-		if e.Kind == arbiter.EventRefused {
-			refusals++
-		}
-	}
+	refusals, longest := count(n, arbiter.EventRefused), 0
 	for _, h := range s.Hosts {
 		longest = max(longest, arbiter.DecidedForTest(h.Node, n.Node.ID()))
 		if err := h.Node.CheckState(); err != nil {
