@@ -73,3 +73,25 @@ func TestFullStateStillFitsAfterEveryJoin(t *testing.T) {
 	}
 	t.Logf("%d locks and %d waiters; with %d members and longer decided lists %d bytes (bound %d) of %d", locks, waiters, len(s.members), len(b), s.size, l.MaxSnapshot)
 }
+
+// A floor at the top of the range forgets every decided request below it
+// (floor+1 wrapped to 0 and forgot none, and then no snapshot validated: a
+// review's finding); and the server never passes on a floor at or above
+// the request it comes with.
+func TestFloorAtTheTopOfTheRange(t *testing.T) {
+	s := newState(1, DefaultParams())
+	s.addMember(1, 1, "a", false, false)
+	m := s.members[0]
+	s.markDecided(m, 5, 2)
+	s.markDecided(m, 7, math.MaxUint64)
+	if len(m.decided) != 0 || m.floor != math.MaxUint64 {
+		t.Fatalf("floor %d, decided %v: want the top of the range and nothing listed", m.floor, m.decided)
+	}
+	s.epochs = []wire.EpochMark{{Epoch: 0, T: 0}}
+	if err := s.snapshot().Validate(wire.DefaultLimits()); err != nil {
+		t.Fatal(err)
+	}
+	if bound := wire.SnapshotBound(s.snapshot()); s.size != bound {
+		t.Fatalf("size %d, bound %d", s.size, bound)
+	}
+}

@@ -887,6 +887,10 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 	ep := st.epoch
 	switch m := m.(type) {
 	case *wire.Request:
+		// A member's floor is below its own request (Node.floor); one at
+		// or above it (a forger's) would mark requests decided that the
+		// member has yet to make.
+		floor := min(m.Floor, max(m.Req, 1)-1)
 		switch {
 		case from.isDecided(m.Req):
 			if m.Retry {
@@ -903,11 +907,11 @@ func (n *Node) serveMsg(in inbound, behind func(inbound)) {
 			// add each refusal to its decided list, past any limit.
 			if n.canDecide() {
 				n.stats.TooMany++
-				n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Withdrawn: true, Floor: m.Floor}, false)
+				n.decide(&wire.Released{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Withdrawn: true, Floor: floor}, true) // an answer someone waits on
 			}
 		case n.canDecide():
 			queued := st.wouldQueue(m.Resource)
-			n.decide(&wire.Grant{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Floor: m.Floor, Queued: queued}, !queued)
+			n.decide(&wire.Grant{T: st.t, Next: st.t + 1, Epoch: ep, Node: h.From, Req: m.Req, Resource: m.Resource, Floor: floor, Queued: queued}, !queued)
 		}
 	case *wire.Release:
 		r := st.resources[m.Resource]

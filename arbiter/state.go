@@ -424,7 +424,13 @@ func (s *state) markDecided(m *member, req, floor uint64) {
 func (m *member) markDecided(req, floor uint64) {
 	if floor > m.floor {
 		m.floor = floor
-		i, _ := slices.BinarySearch(m.decided, floor+1)
+		// The first entry above the floor (floor+1 would wrap at the top
+		// of the range, and keep entries the floor covers, which no
+		// snapshot validates).
+		i, found := slices.BinarySearch(m.decided, floor)
+		if found {
+			i++
+		}
 		m.decided = slices.Delete(m.decided, 0, i)
 	}
 	if req > m.floor {
@@ -447,15 +453,15 @@ const (
 )
 
 // noRoomFor says why a request for name cannot be decided for want of room,
-// if it cannot. The server leaves such a request undecided (serveMsg), and Acquire
-// refuses it. There is no room when name is not in use and l.MaxResources
-// are, or when deciding it could take the state past what a state transfer
-// may carry (l.MaxSnapshot), less a reserve: room for every member the group
-// may still admit, at the longest address, and a sixteenth of the limit for
-// decided lists, which may grow with no request admitted (a withdrawal of a
-// request not yet decided; a gap a takeover left). A state that outgrew a
-// state transfer could take in no newcomer, and no member that fell behind
-// could catch up.
+// if it cannot; the server refuses such a request (serveMsg). There is no
+// room when name is not in use and l.MaxResources are, or when deciding it
+// could take the state past what a state transfer may carry (l.MaxSnapshot),
+// less a reserve: room for every member the group may still admit, at the
+// longest address, and a sixteenth of the limit for decided lists, which may
+// grow with no request admitted (a withdrawal or a refusal above a request
+// of the same member still in flight; refusals carry their floor, which
+// passes a gap a takeover left). A state that outgrew a state transfer could
+// take in no newcomer, and no member that fell behind could catch up.
 func (s *state) noRoomFor(name string, l wire.Limits) shortage {
 	need := wire.WaiterBound
 	if s.resources[name] == nil {
@@ -465,7 +471,9 @@ func (s *state) noRoomFor(name string, l wire.Limits) shortage {
 		need = wire.ResourceBound(len(name))
 	}
 	need += wire.MemberBound(0, 1) - wire.MemberBound(0, 0) // the request, in its member's decided list
-	joins := max(int(s.params.MaxMembers)-len(s.members), 0)
+	// A group's size limit is its own (Params), at most the wire's: a
+	// forged state's could be anything up to 2^32.
+	joins := max(min(int(s.params.MaxMembers), l.MaxMembers)-len(s.members), 0)
 	reserve := joins*wire.MemberBound(l.MaxAddr, 0) + l.MaxSnapshot/16
 	if s.size+need+reserve > l.MaxSnapshot {
 		return noTransfer

@@ -301,7 +301,7 @@ const (
 	DropUnasked       = "unasked-state"  // a state transfer this node did not ask for, or from a non-member
 	DropBadState      = "bad-state"      // a state transfer that did not decode or match its digest
 	DropDuplicate     = "duplicate"      // a decision already applied
-	DropTooMany       = "too-many-locks" // a request the lock table has no room for (see ErrTooMany)
+	DropTooMany       = "too-many-locks" // a request this node, as server, refused for want of room (see ErrTooMany), or its retry
 	DropUnsealed      = "unsealed"       // not sealed, and this group has a key
 	DropUnknownKey    = "unknown-key"    // sealed with a key this node does not hold
 	DropBadMAC        = "bad-mac"        // does not authenticate under its key
