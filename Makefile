@@ -31,7 +31,7 @@ vet:
 fuzz:
 	$(GO) test ./wire -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s
 	$(GO) test ./wire -run '^$$' -fuzz '^FuzzDecodeFast$$' -fuzztime 30s
-	$(GO) test ./wire -run '^$$' -fuzz '^FuzzAppendFast$$' -fuzztime 30s
+	$(GO) test ./wire -run '^$$' -fuzz '^FuzzAppendFast$$' -fuzztime 30s -fuzzminimizetime 1s
 	$(GO) test ./wire -run '^$$' -fuzz '^FuzzSnapshot$$' -fuzztime 30s
 	$(GO) test ./quorumfallback/qnet -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime 30s
 	$(GO) test ./quorumfallback/protocols -run '^$$' -fuzz '^FuzzMachineStep$$' -fuzztime 30s
