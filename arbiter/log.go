@@ -302,13 +302,16 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 			return false
 		}
 		wasHead := d.Withdrawn && st.headIs(d.Resource, d.Node, d.Req)
-		var why shortage
-		if n.isRefusal(d) {
+		refused, why := n.isRefusal(d), room
+		if refused {
 			why = st.noRoomFor(d.Resource, n.cfg.Limits) // as the server found the state it decided on
 		}
 		h, passed := st.release(d)
-		if d.Node == n.id {
-			n.ownReleased(d, why)
+		switch {
+		case refused:
+			n.ownRefused(d, why)
+		case d.Node == n.id:
+			n.ownReleased(d)
 		}
 		if passed {
 			n.handedOff(h.resource, h.to, true, true)
@@ -645,26 +648,28 @@ func (n *Node) noteHead(name string, t uint64) {
 // takes the request out of reqs). The server decides one when the lock table
 // has no room for the request (serveMsg).
 func (n *Node) isRefusal(d *wire.Released) bool {
+	if !d.Withdrawn || d.Node != n.id {
+		return false
+	}
 	p := n.reqs[d.Resource]
-	return d.Withdrawn && d.Node == n.id && p != nil && p.req == d.Req
+	return p != nil && p.req == d.Req
 }
 
-// ownReleased applies a release or withdrawal of this node's: the end of a
-// release or cancel it asked for, or the refusal of a request, for want of
-// room why in the state the server decided it on.
-func (n *Node) ownReleased(d *wire.Released, why shortage) {
-	if n.isRefusal(d) {
-		reason := n.st.explain(why, n.cfg.Limits)
-		if why == room {
-			// The same state, under the same limits, would have granted
-			// it: limits that differ between members, or a bug.
-			n.stats.Divergence++
-			reason = "the server found no room in the group's lock table, though this node's state under its limits has some"
-		}
-		delete(n.reqs, d.Resource)
-		n.emit(Event{Kind: EventRefused, Node: n.id, Resource: d.Resource, Req: d.Req, T: d.T, Reason: reason})
-		return
+// ownRefused ends a request of this node's that the server refused, for want
+// of room why in the state it decided on.
+func (n *Node) ownRefused(d *wire.Released, why shortage) {
+	reason := n.st.explain(why, n.cfg.Limits)
+	if why == room {
+		// The same state, under the same limits, would have granted it:
+		// limits that differ between members, or a bug.
+		n.stats.Divergence++
+		reason = "the server found no room in the group's lock table, though this node's state under its limits has some"
 	}
+	delete(n.reqs, d.Resource)
+	n.emit(Event{Kind: EventRefused, Node: n.id, Resource: d.Resource, Req: d.Req, T: d.T, Reason: reason})
+}
+
+func (n *Node) ownReleased(d *wire.Released) {
 	p := n.rels[d.Req]
 	if p == nil {
 		return
