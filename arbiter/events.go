@@ -123,6 +123,11 @@ type Event struct {
 	// was not confirmed by the group for a lease), as against a leave, a
 	// removal or a stop.
 	Expired bool
+	// Busy marks an EventRefused of a request that would have waited: the
+	// resource was held or waited for when the server refused it, and the
+	// state had no room for one more waiter. A TryAcquire, which would not
+	// have waited, reports the resource locked rather than the table full.
+	Busy bool
 }
 
 // Outbound is a message to send. An empty Addr means multicast to the group

@@ -302,14 +302,15 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 			return false
 		}
 		wasHead := d.Withdrawn && st.headIs(d.Resource, d.Node, d.Req)
-		refused, why := n.isRefusal(d), room
+		refused, why, busy := n.isRefusal(d), room, false
 		if refused {
-			why = st.noRoomFor(d.Resource, n.cfg.Limits) // as the server found the state it decided on
+			// As the server found the state it decided on.
+			why, busy = st.noRoomFor(d.Resource, n.cfg.Limits), st.wouldQueue(d.Resource)
 		}
 		h, passed := st.release(d)
 		switch {
 		case refused:
-			n.ownRefused(d, why)
+			n.ownRefused(d, why, busy)
 		case d.Node == n.id:
 			n.ownReleased(d)
 		}
@@ -656,8 +657,9 @@ func (n *Node) isRefusal(d *wire.Released) bool {
 }
 
 // ownRefused ends a request of this node's that the server refused, for want
-// of room why in the state it decided on.
-func (n *Node) ownRefused(d *wire.Released, why shortage) {
+// of room why in the state it decided on, in which the resource was busy
+// (held or waited for) or not.
+func (n *Node) ownRefused(d *wire.Released, why shortage, busy bool) {
 	reason := n.st.explain(why, n.cfg.Limits)
 	if why == room {
 		// The same state, under the same limits, would have granted it:
@@ -666,7 +668,7 @@ func (n *Node) ownRefused(d *wire.Released, why shortage) {
 		reason = "the server found no room in the group's lock table, though this node's state under its limits has some"
 	}
 	delete(n.reqs, d.Resource)
-	n.emit(Event{Kind: EventRefused, Node: n.id, Resource: d.Resource, Req: d.Req, T: d.T, Reason: reason})
+	n.emit(Event{Kind: EventRefused, Node: n.id, Resource: d.Resource, Req: d.Req, T: d.T, Reason: reason, Busy: busy})
 }
 
 func (n *Node) ownReleased(d *wire.Released) {

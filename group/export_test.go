@@ -11,3 +11,12 @@ func SetMaxResourcesForTest(t interface{ Cleanup(func()) }, n int) {
 	maxResources = n
 	t.Cleanup(func() { maxResources = old })
 }
+
+// SetMaxSnapshotForTest lowers how large a state transfer a group started
+// from now on may need (the lock table's byte budget), until the test ends.
+// Not for parallel tests.
+func SetMaxSnapshotForTest(t interface{ Cleanup(func()) }, n int) {
+	old := maxSnapshot
+	maxSnapshot = n
+	t.Cleanup(func() { maxSnapshot = old })
+}

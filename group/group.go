@@ -437,16 +437,20 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 	}
 }
 
-// maxResources is how many locks a group may have in use at once: the
-// wire's default, lowered only by tests that fill the table.
-var maxResources = wire.DefaultLimits().MaxResources
+// maxResources is how many locks a group may have in use at once, and
+// maxSnapshot how large a state transfer may be: the wire's defaults,
+// lowered only by tests that fill the table.
+var (
+	maxResources = wire.DefaultLimits().MaxResources
+	maxSnapshot  = wire.DefaultLimits().MaxSnapshot
+)
 
 // limits are the codec's: with a key, a datagram's messages leave room
 // for what sealing adds.
 func limits(cfg Config) wire.Limits {
 	l := wire.DefaultLimits()
 	l.MaxDatagram = cfg.MaxDatagram
-	l.MaxResources = maxResources
+	l.MaxResources, l.MaxSnapshot = maxResources, maxSnapshot
 	if len(cfg.Keys) > 0 {
 		l.MaxDatagram -= seal.Overhead
 	}

@@ -249,7 +249,9 @@ func (g *Group) queued(e Event) {
 }
 
 // refused: the group had no room for the first waiter's request; the
-// waiters behind it ask again, and may find room freed meanwhile.
+// waiters behind it ask again, and may find room freed meanwhile. A
+// TryAcquire refused for want of room to wait would not have waited: the
+// resource is locked, whatever the table's room.
 func (g *Group) refused(e Event) {
 	ls := g.locks[e.Resource]
 	if ls == nil || ls.req != e.Req {
@@ -259,7 +261,11 @@ func (g *Group) refused(e Event) {
 	if len(ls.waiters) > 0 {
 		w := ls.waiters[0]
 		ls.waiters = ls.waiters[1:]
-		w.ch <- acquireResult{err: fmt.Errorf("%w: lock %q: %s", ErrTooMany, e.Resource, e.Reason)}
+		err := fmt.Errorf("%w: lock %q: %s", ErrTooMany, e.Resource, e.Reason)
+		if w.try && e.Busy {
+			err = fmt.Errorf("%w (and the group's lock table had no room to wait: %s)", ErrLocked, e.Reason)
+		}
+		w.ch <- acquireResult{err: err}
 	}
 	g.next(e.Resource)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -78,4 +79,98 @@ func TestAcquireBeyondTheLockTableIsRefused(t *testing.T) {
 		}
 		l.Release()
 	})
+}
+
+// A TryAcquire of a lock in use that the server refuses because the lock
+// table has no room for one more waiter reports ErrLocked, as it would with
+// room to spare: it would not have waited. One of a lock not in use, refused
+// for the same want of room, reports ErrTooMany. The table is filled to the
+// byte (a 16 KiB state transfer), both other members ask in turn, the server
+// among them whenever it is one of them, and nothing they were refused
+// changes the table.
+func TestTryAcquireOfABusyLockWithNoRoomToWaitIsLocked(t *testing.T) {
+	group.SetMaxSnapshotForTest(t, 16<<10)
+	synctest.Test(t, func(t *testing.T) {
+		gs := joinAll(t, memnet.New(5), 3)
+		ctx := context.Background()
+		// Locks with long names, then shorter ones, until not even a name
+		// of one byte fits.
+		var held []string
+		for size := 128; size >= 1; size /= 2 {
+			for {
+				name := fmt.Sprintf("%d-", len(held))
+				name += strings.Repeat("x", max(size-len(name), 0))
+				_, err := gs[0].Acquire(ctx, name)
+				if errors.Is(err, group.ErrTooMany) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("Acquire %q: %v", name, err)
+				}
+				held = append(held, name)
+			}
+		}
+		t.Logf("%d locks in use", len(held))
+		// Waiters on the locks in use, until one is refused: the table
+		// has no room to wait either.
+		waitCtx, stopWaiting := context.WithCancel(ctx)
+		defer stopWaiting()
+		results := make(chan error, 2*len(held))
+		full := false
+		for i := 0; i < len(held)-1 && !full; i++ {
+			for _, g := range gs[1:] {
+				go func() {
+					_, err := g.Acquire(waitCtx, held[i])
+					results <- err
+				}()
+				time.Sleep(time.Second)
+				select {
+				case err := <-results:
+					if !errors.Is(err, group.ErrTooMany) {
+						t.Fatalf("a waiter for %q: %v, want it queued or ErrTooMany", held[i], err)
+					}
+					full = true
+				default: // queued
+				}
+				if full {
+					break
+				}
+			}
+		}
+		if !full {
+			t.Fatalf("every lock but the last has two waiters, and none was refused: the table had room")
+		}
+		before := queues(t, gs[0])
+		busy := held[len(held)-1] // nobody waits for it
+		for i, g := range gs[1:] {
+			_, err := g.TryAcquire(ctx, busy)
+			if !errors.Is(err, group.ErrLocked) || !errors.Is(err, errkind.Locked) || errors.Is(err, group.ErrTooMany) {
+				t.Fatalf("member %d: TryAcquire of a lock in use with no room to wait: err = %v, want ErrLocked", i+1, err)
+			}
+			t.Log(err)
+			_, err = g.TryAcquire(ctx, "not-in-use")
+			if !errors.Is(err, group.ErrTooMany) {
+				t.Fatalf("member %d: TryAcquire of a lock not in use with no room: err = %v, want ErrTooMany", i+1, err)
+			}
+		}
+		if after := queues(t, gs[0]); after != before {
+			t.Fatalf("the refusals changed the table: %d locks and %d waiters before, %v after", before[0], before[1], after)
+		}
+		stopWaiting()
+	})
+}
+
+// queues counts the locks in use and the requests waiting, as g's state
+// has them.
+func queues(t *testing.T, g *group.Group) [2]int {
+	t.Helper()
+	st, err := g.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := [2]int{len(st.Resources), 0}
+	for _, r := range st.Resources {
+		n[1] += len(r.Queue)
+	}
+	return n
 }
