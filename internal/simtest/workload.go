@@ -649,8 +649,52 @@ func (f *Faults) partition(now int64) {
 				voters = append(voters, h.Index)
 			}
 		}
+		if len(obs) == 0 {
+			// No observer to cut off (this shape did nothing here once):
+			// cut the two hosts that hold every decision, the server and
+			// its backup, one way from the rest instead. Deaf, the pair
+			// is still heard and so stops takeovers while it loses its
+			// authority; mute, the others take over while it still hears
+			// them.
+			obs, voters = f.serverPair(order)
+		}
 		f.cutOneWay(obs, voters, s.Rand.Intn(2) == 0)
 	}
+}
+
+// serverPair splits the hosts, in the given order, into the server's and
+// its backup's, and the others: the acting server with the highest epoch,
+// or, if none acts, the first host. In a group of the two alone, the server
+// is cut off from its backup.
+func (f *Faults) serverPair(order []int) (pair, others []int) {
+	s := f.s
+	var srv *Host
+	for _, h := range s.Hosts {
+		if h.Alive && h.Node.HasState() && h.Node.IsServer() && (srv == nil || h.Node.Epoch() > srv.Node.Epoch()) {
+			srv = h
+		}
+	}
+	if srv == nil {
+		srv = s.Hosts[order[0]]
+	}
+	backup := -1
+	for _, h := range s.Hosts {
+		if h != srv && h.Alive && h.Node.HasState() && !h.Node.Stopped() && srv.Node.HasState() && h.Node.ID() == srv.Node.Backup() {
+			backup = h.Index
+		}
+	}
+	pair = []int{srv.Index}
+	for _, i := range order {
+		if i == backup {
+			pair = append(pair, i)
+		} else if i != srv.Index {
+			others = append(others, i)
+		}
+	}
+	if len(others) == 0 {
+		return pair[:1], pair[1:]
+	}
+	return pair, others
 }
 
 // cutOneWay cuts every link from the hosts of a to those of b, or with deaf
