@@ -91,7 +91,8 @@ type Config struct {
 	StaggerTicks int
 	// ClaimTicks is how long a takeover may take (votes, then catching up
 	// with the most advanced voter) before the candidate gives up and lets
-	// the timer run again.
+	// the timer run again; a claim won late in that time has two
+	// RetryTicks from its win to catch up.
 	ClaimTicks int
 	// TurnTicks is the longest a turn lasts: an idle group still rotates,
 	// pings its members and reclaims what dead members hold.

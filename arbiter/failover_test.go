@@ -1057,3 +1057,53 @@ func TestDeafBackupDoesNotKeepTheOthersWaiting(t *testing.T) {
 	t.Logf("r granted %d ticks after the server died", s.Tick()-died)
 	checkClean(t, s)
 }
+
+// A claim that wins in its last retry interval, by a member that is not the
+// backup (the server and its backup died together), waits a retry interval
+// for the backup's vote before it takes over without it; it must not be
+// given up meanwhile at ClaimTicks, which would leave the group without a
+// server for another takeover timeout. The voters' answers to the first
+// real claim are held back until two ticks before its time is up.
+func TestClaimWonLateStillTakesOver(t *testing.T) {
+	cfg := arbiter.DefaultConfig()
+	s := newGroup(t, 5, 211, nil)
+	srv, backup, _ := roles(t, s)
+	var claimant int
+	var claimed uint64
+	var firstReal int64
+	held := map[int]bool{}
+	s.Opt.Drop = func(d *simtest.Datagram) bool {
+		for _, m := range d.Packet.Messages {
+			switch m := m.(type) {
+			case *wire.Claim:
+				if !m.Pre && firstReal == 0 {
+					claimant, claimed, firstReal = d.From, m.Epoch, s.Tick()
+				}
+			case *wire.Vote:
+				arrive := firstReal + int64(cfg.ClaimTicks) - 2
+				if firstReal == 0 || m.Pre || m.Epoch != claimed || !m.Granted || s.Tick() >= arrive {
+					continue
+				}
+				if !held[d.From] {
+					held[d.From] = true
+					s.Replay(d, arrive*simtest.SubTicks-s.Now)
+				}
+				return true
+			}
+		}
+		return false
+	}
+	s.Crash(srv.Index)
+	s.Crash(backup.Index)
+	waitUntil(t, s, int(cfg.Params.TakeoverTicks)+5*cfg.StaggerTicks+4*cfg.ClaimTicks, "a takeover", func() bool { return len(takeovers(s)) > 0 })
+	tk := takeovers(s)[0]
+	won := s.Tick() - firstReal
+	if len(held) < 2 {
+		t.Fatalf("%d voters' votes held back: the scenario did not happen", len(held))
+	}
+	if tk.Epoch != claimed || tk.Server != s.Hosts[claimant].Node.ID() || hasEvent(s.Hosts[claimant], arbiter.EventTakeoverFailed) {
+		t.Fatalf("takeover %+v, %d ticks after the claim of epoch %d by h%d began: want that claim to take over, not be given up", tk, won, claimed, claimant)
+	}
+	t.Logf("h%d took over epoch %d %d ticks after its claim began (votes held back until %d)", claimant, claimed, won, cfg.ClaimTicks-2)
+	checkClean(t, s)
+}
