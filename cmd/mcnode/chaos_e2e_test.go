@@ -181,6 +181,7 @@ type chaos struct {
 	reported      map[int64]bool // stalls reported, by the start of the window
 	lastEntry     int64
 	maxGap        time.Duration
+	maxGapAt      [2]int64        // when the longest window began and ended, Unix nanoseconds
 	recoveries    []time.Duration // undo to the next lock entered
 	rejoins       []time.Duration // undo to member again
 	logOffsets    [chaosHosts]int64
@@ -771,6 +772,18 @@ func (x *chaos) check() bool {
 	return true
 }
 
+// eventsAround formats the events of the schedule from 10 s before a
+// window with no lock entered to its end: the faults that may explain it.
+func (x *chaos) eventsAround(from, to int64) []string {
+	var around []string
+	for _, e := range x.events {
+		if n := e.at.UnixNano(); n >= from-int64(10*time.Second) && n <= to {
+			around = append(around, x.format(e))
+		}
+	}
+	return around
+}
+
 // progress reports every window longer than chaosStall in which no lock
 // was entered, with the events around it, and times each undo to the next
 // lock entered.
@@ -790,12 +803,7 @@ func (x *chaos) progress(secs []section) {
 			return
 		}
 		x.reported[from] = true
-		var around []string
-		for _, e := range x.events {
-			if n := e.at.UnixNano(); n >= from-int64(10*time.Second) && n <= to {
-				around = append(around, x.format(e))
-			}
-		}
+		around := x.eventsAround(from, to)
 		state := "ended"
 		if open {
 			state = "still open"
@@ -805,7 +813,9 @@ func (x *chaos) progress(secs []section) {
 	}
 	for k := 1; k < len(starts); k++ {
 		if starts[k] > x.lastEntry {
-			x.maxGap = max(x.maxGap, time.Duration(starts[k]-starts[k-1]))
+			if gap := time.Duration(starts[k] - starts[k-1]); gap > x.maxGap {
+				x.maxGap, x.maxGapAt = gap, [2]int64{starts[k-1], starts[k]}
+			}
 			stall(starts[k-1], starts[k], false)
 		}
 	}
@@ -998,6 +1008,13 @@ func (x *chaos) summary(shared []section) {
 	t.Logf("chaos seed %d: %v of soak, faults %v", x.seed, x.since().Round(time.Second), x.counts)
 	t.Logf("critical sections: %d on \"shared\" (per host %v), %d on \"other\"; longest window with no lock entered %v",
 		len(shared), per, len(other), x.maxGap.Round(time.Millisecond))
+	if x.maxGap > 0 {
+		// Within the bound, but the faults behind the longest wait are
+		// worth reading when it grows from one soak to the next.
+		t.Logf("the longest window, from %.3fs to %.3fs of the soak, and the events from 10 s before it:\n\t%s",
+			time.Duration(x.maxGapAt[0]-x.start.UnixNano()).Seconds(), time.Duration(x.maxGapAt[1]-x.start.UnixNano()).Seconds(),
+			strings.Join(x.eventsAround(x.maxGapAt[0], x.maxGapAt[1]), "\n\t"))
+	}
 	q := func(ds []time.Duration) string {
 		if len(ds) == 0 {
 			return "none"
