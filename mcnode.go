@@ -167,8 +167,8 @@ var (
 	// group, the server refused the request, with 65,536 locks in use (held
 	// or waited for), or a state that one more lock or waiter could make too
 	// large for a state transfer (8 MiB); on a quorum-mode node, 65,536
-	// locks in use there. A TryAcquire of a lock in use answers ErrLocked
-	// even when there was no room to wait.
+	// locks in use there. In a group, a TryAcquire of a lock in use
+	// answers ErrLocked even when there was no room to wait.
 	ErrTooMany = errkind.TooMany
 )
 

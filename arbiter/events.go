@@ -125,8 +125,11 @@ type Event struct {
 	Expired bool
 	// Busy marks an EventRefused of a request that would have waited: the
 	// resource was held or waited for when the server refused it, and the
-	// state had no room for one more waiter. A TryAcquire, which would not
-	// have waited, reports the resource locked rather than the table full.
+	// state had no room for one more waiter (for a refusal this node learned
+	// of from a state transfer, which does not say when it was decided: the
+	// resource is held or waited for in that state). A TryAcquire, which
+	// would not have waited, reports the resource locked rather than the
+	// table full.
 	Busy bool
 }
 

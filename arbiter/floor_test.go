@@ -342,3 +342,85 @@ func TestTopFloorLeavesStatesSendable(t *testing.T) {
 		}
 	}
 }
+
+// A refused wait for a lock in use, learned from a state transfer, says the
+// lock is busy (Event.Busy), as the refusal heard would: a TryAcquire then
+// answers ErrLocked, not ErrTooMany. The lock table is full to the byte
+// (locks, then waiters, until refused); the requester is cut off while the
+// server refuses its wait and the log goes on past what the members keep to
+// resend, so it catches up by a state transfer.
+func TestBusyRefusalReachesARequesterBehind(t *testing.T) {
+	s := newGroup(t, 3, 29, func(c *arbiter.Config) {
+		c.Limits.MaxSnapshot = 16 << 10
+		c.Params.MaxMembers = 3
+		c.Params.TurnLength, c.LogWindow = 16, 16 // the smallest window a turn allows
+		c.Params.LeaseTicks = 600                 // the requester, cut off, stays a member
+	})
+	srv, backup, others := roles(t, s)
+	b := others[0]
+	name := func(i int) string { return fmt.Sprintf("%0128d", i) }
+	// ask has h ask for resource and waits for the answer; it reports
+	// whether the request was refused.
+	ask := func(h *simtest.Host, resource string) (refused bool) {
+		t.Helper()
+		events := len(h.Events)
+		acquire(t, s, h, resource)
+		waitUntil(t, s, 200, "an answer for "+resource[max(len(resource)-8, 0):], func() bool {
+			for _, e := range h.Events[events:] {
+				if e.Resource == resource && (e.Kind == arbiter.EventGranted || e.Kind == arbiter.EventQueued || e.Kind == arbiter.EventRefused) {
+					refused = e.Kind == arbiter.EventRefused
+					return true
+				}
+			}
+			return false
+		})
+		return refused
+	}
+	locks := 0
+	for !ask(backup, name(locks)) {
+		if locks++; locks == 1000 {
+			t.Fatal("1,000 locks taken under a 16 KiB state transfer")
+		}
+	}
+	waiters := 0
+	for waiters < locks && !ask(srv, name(waiters)) {
+		waiters++
+	}
+	if waiters >= locks-1 {
+		t.Fatalf("%d of %d locks waited for without a refusal", waiters, locks)
+	}
+	busy := name(locks - 1) // held by the backup, waited for by nobody
+	tooMany := func() (k uint64) {
+		for _, h := range s.Hosts {
+			k += h.Node.Stats().TooMany
+		}
+		return k
+	}
+	for _, h := range s.Hosts {
+		if h != b {
+			s.Cut(h.Index, b.Index) // one way: b's request reaches the server
+		}
+	}
+	before := tooMany()
+	acquire(t, s, b, busy)
+	waitUntil(t, s, 50, "the server refused b's wait", func() bool { return tooMany() > before })
+	snapshots := b.Node.Stats().Snapshots
+	for i := range 24 { // refusals, and SYNCs, that b misses
+		if !ask(srv, fmt.Sprintf("new-%d", i)) {
+			t.Fatalf("new lock %d granted with the table full", i)
+		}
+	}
+	if _, ok := refusedFor(b, busy); ok {
+		t.Fatal("b heard its refusal through the cut")
+	}
+	s.Heal()
+	waitUntil(t, s, 300, "b reports its wait refused", func() bool { _, ok := refusedFor(b, busy); return ok })
+	if b.Node.Stats().Snapshots == snapshots {
+		t.Error("b caught up without a state transfer: the test missed its case")
+	}
+	i := slices.IndexFunc(b.Events, func(e arbiter.Event) bool { return e.Kind == arbiter.EventRefused && e.Resource == busy })
+	if e := b.Events[i]; !e.Busy || !strings.Contains(e.Reason, "behind") {
+		t.Fatalf("b's refusal %+v: want one learned while behind, marked busy", e)
+	}
+	checkClean(t, s)
+}

@@ -263,7 +263,7 @@ func (g *Group) refused(e Event) {
 		ls.waiters = ls.waiters[1:]
 		err := fmt.Errorf("%w: lock %q: %s", ErrTooMany, e.Resource, e.Reason)
 		if w.try && e.Busy {
-			err = fmt.Errorf("%w (and the group's lock table had no room to wait: %s)", ErrLocked, e.Reason)
+			err = fmt.Errorf("%w: lock %q (and the group's lock table had no room to wait: %s)", ErrLocked, e.Resource, e.Reason)
 		}
 		w.ch <- acquireResult{err: err}
 	}

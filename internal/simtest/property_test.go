@@ -99,7 +99,8 @@ func drawObserverScenario(seed int64) scenario {
 // any set of hosts that cannot hear the others or cannot be heard by them,
 // and, in the half of the seeds with observers (drawn as
 // drawObserverScenario draws them), every observer cut off from the voters
-// one way; now and then a member asks for 16 to 96 resources at once, more
+// one way (with no observer, the server and its backup cut off from the
+// rest one way instead); now and then a member asks for 16 to 96 resources at once, more
 // than a turn decides; and in half the seeds holders hold for up to 250
 // ticks, longer than a lease. Such a cut, lasting across uneven turns, is what a
 // holder and the head behind it being removed in one SYNC needed to break
@@ -159,7 +160,7 @@ const (
 // grantBound is the bound, in ticks after the faults stop, within which
 // every request of a live member is granted. The group may first need a
 // takeover (a few tries, each after the takeover timeout, staggered by rank,
-// and a claim), then the new server may wait out the old epoch's leases (a
+// and a claim, which once won has two retry intervals to catch up), then the new server may wait out the old epoch's leases (a
 // lease and its margin); requests may wait behind members that crashed while
 // holding or queued, which are removed one per turn once silent for a lease
 // and its margin; and a request may wait behind every other member (one
@@ -167,7 +168,7 @@ const (
 func grantBound(sc scenario, cfg arbiter.Config) int64 {
 	p := cfg.Params
 	n := int64(sc.hosts)
-	takeover := 3 * (int64(p.TakeoverTicks) + n*int64(cfg.StaggerTicks) + int64(cfg.ClaimTicks))
+	takeover := 3 * (int64(p.TakeoverTicks) + n*int64(cfg.StaggerTicks) + int64(cfg.ClaimTicks+2*cfg.RetryTicks))
 	lease := int64(p.LeaseTicks + p.LeaseMarginTicks)
 	turn := int64(cfg.TurnTicks + cfg.PingTimeoutTicks)
 	perMember := int64(sc.holdMax + cfg.RetryTicks + 2*sc.maxDelay/SubTicks + 2)

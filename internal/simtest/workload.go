@@ -317,7 +317,8 @@ type Faults struct {
 	// GroupCuts adds the shapes of a link that fails one way between two
 	// sets of hosts: any set that cannot hear the others or cannot be
 	// heard by them, and every observer cut off from the voters one way (a
-	// host running many scripts' locks whose link half fails).
+	// host running many scripts' locks whose link half fails), or, in a
+	// group with no observer, the server and its backup cut off one way.
 	GroupCuts                  bool
 	RestartMin, RestartMax     int // ticks before a crashed or stopped host starts a new incarnation
 	PauseMin, PauseMax         int // ticks a pause lasts
