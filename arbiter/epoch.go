@@ -224,11 +224,12 @@ func (n *Node) sendClaim() {
 func (n *Node) tickClaim() {
 	c := n.claim
 	if n.now >= n.claimDeadline(c) {
-		reason := fmt.Sprintf("%d of %s voted within %s", n.countVotes(c), plural(n.st.voters, "voter"), plural(n.cfg.ClaimTicks, "tick"))
+		votes := fmt.Sprintf("%d of %s", n.countVotes(c), plural(n.st.voters, "voter"))
 		if c.won {
-			reason = fmt.Sprintf("won by %d of %s, but this node's log did not catch up with the most advanced voter's within %s of winning", n.countVotes(c), plural(n.st.voters, "voter"), plural(int(n.now-c.wonAt), "tick"))
+			n.abandonClaim(fmt.Sprintf("won by %s, but this node's log did not catch up with the most advanced voter's within %s of winning", votes, plural(int(n.now-c.wonAt), "tick")))
+		} else {
+			n.abandonClaim(fmt.Sprintf("%s voted within %s", votes, plural(n.cfg.ClaimTicks, "tick")))
 		}
-		n.abandonClaim(reason)
 		return
 	}
 	if n.now-c.sentAt >= uint64(n.cfg.RetryTicks) {

@@ -1217,10 +1217,9 @@ func (n *Node) reconcile() {
 		queued := r != nil && slices.ContainsFunc(r.queue, func(w wire.Waiter) bool { return w.Node == n.id && w.Req == p.req })
 		if held := r != nil && r.holder == n.id && r.holderReq == p.req; !held && !queued && me != nil && me.isDecided(p.req) {
 			delete(n.reqs, name)
-			// Which state it was refused in is not known here: busy says
+			// Which state it was refused in is not known here: Busy says
 			// whether the lock is in use in the state installed.
-			busy := r != nil && (r.holder != 0 || len(r.queue) > 0)
-			n.emit(Event{Kind: EventRefused, Node: n.id, Resource: name, Req: p.req, Reason: "refused while this node was behind the group: no room in its lock table", Busy: busy})
+			n.emit(Event{Kind: EventRefused, Node: n.id, Resource: name, Req: p.req, Reason: "refused while this node was behind the group: no room in its lock table", Busy: n.st.wouldQueue(name)})
 			continue
 		}
 		if queued && !p.queued {

@@ -100,8 +100,8 @@ func drawObserverScenario(seed int64) scenario {
 // and, in the half of the seeds with observers (drawn as
 // drawObserverScenario draws them), every observer cut off from the voters
 // one way (with no observer, the server and its backup cut off from the
-// rest one way instead); now and then a member asks for 16 to 96 resources at once, more
-// than a turn decides; and in half the seeds holders hold for up to 250
+// rest one way instead); now and then a member asks for 16 to 96 resources
+// at once, more than a turn decides; and in half the seeds holders hold for up to 250
 // ticks, longer than a lease. Such a cut, lasting across uneven turns, is what a
 // holder and the head behind it being removed in one SYNC needed to break
 // fencing (TestBatchRemovalKeepsFencingTokensIncreasing). Its seeds are a
@@ -160,8 +160,9 @@ const (
 // grantBound is the bound, in ticks after the faults stop, within which
 // every request of a live member is granted. The group may first need a
 // takeover (a few tries, each after the takeover timeout, staggered by rank,
-// and a claim, which once won has two retry intervals to catch up), then the new server may wait out the old epoch's leases (a
-// lease and its margin); requests may wait behind members that crashed while
+// and a claim, which once won has two retry intervals to catch up), then
+// the new server may wait out the old epoch's leases (a lease and its
+// margin); requests may wait behind members that crashed while
 // holding or queued, which are removed one per turn once silent for a lease
 // and its margin; and a request may wait behind every other member (one
 // hold, one release-to-decision round and a retry each).

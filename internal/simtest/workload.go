@@ -679,9 +679,11 @@ func (f *Faults) serverPair(order []int) (pair, others []int) {
 		srv = s.Hosts[order[0]]
 	}
 	backup := -1
-	for _, h := range s.Hosts {
-		if h != srv && h.Alive && h.Node.HasState() && !h.Node.Stopped() && srv.Node.HasState() && h.Node.ID() == srv.Node.Backup() {
-			backup = h.Index
+	if srv.Node.HasState() {
+		for _, h := range s.Hosts {
+			if h != srv && h.Alive && h.Node.HasState() && !h.Node.Stopped() && h.Node.ID() == srv.Node.Backup() {
+				backup = h.Index
+			}
 		}
 	}
 	pair = []int{srv.Index}
