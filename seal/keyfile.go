@@ -29,8 +29,11 @@ func LoadKeyFile(path string) ([]Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal: key file: %w", err)
 	}
+	if info.IsDir() {
+		return nil, fmt.Errorf("seal: key file %s is a directory", path)
+	}
 	if perm := info.Mode().Perm(); perm&0o007 != 0 || perm&0o070 != 0 && !(credential(path) && perm&0o222 == 0) {
-		return nil, fmt.Errorf("seal: key file %s has mode %04o: others can read it; chmod 600 %s", path, perm, path)
+		return nil, fmt.Errorf("seal: key file %s has mode %04o: %s; chmod 600 %s", path, perm, whoElse(perm), path)
 	}
 	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != uint32(os.Getuid()) && st.Uid != 0 {
 		return nil, fmt.Errorf("seal: key file %s belongs to user %d, neither this user (%d) nor root: whoever owns it can change the group key", path, st.Uid, os.Getuid())
@@ -140,4 +143,16 @@ func credential(path string) bool {
 	}
 	abs, err := filepath.Abs(path)
 	return err == nil && filepath.Dir(abs) == filepath.Clean(dir)
+}
+
+// whoElse says what a key file's mode lets users other than its owner do
+// with it, the worst first.
+func whoElse(perm os.FileMode) string {
+	switch {
+	case perm&0o044 != 0:
+		return "others can read it"
+	case perm&0o022 != 0:
+		return "others can change it"
+	}
+	return "others can run it"
 }

@@ -270,11 +270,17 @@ func TestKeyFile(t *testing.T) {
 	if err != nil || len(keys) != 2 || !Equal(keys[0], a) || !Equal(keys[1], b) {
 		t.Fatalf("LoadKeyFile = %d keys, %v", len(keys), err)
 	}
-	if err := os.Chmod(path, 0o640); err != nil {
-		t.Fatal(err)
+	// Each refusal names what the mode lets others do.
+	for mode, want := range map[os.FileMode]string{0o640: "others can read it", 0o604: "others can read it", 0o620: "others can change it", 0o602: "others can change it", 0o601: "others can run it"} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadKeyFile(path); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("a key file of mode %04o: %v, want %q", mode, err, want)
+		}
 	}
-	if _, err := LoadKeyFile(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
-		t.Errorf("a key file others can read: %v", err)
+	if _, err := LoadKeyFile(dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("a directory as key file: %v", err)
 	}
 	empty := dir + "/empty"
 	if err := os.WriteFile(empty, []byte("# nothing\n\n"), 0o600); err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -134,8 +135,8 @@ func manageKeys(g locker, req request) (response, error) {
 		if err != nil {
 			return response{}, err
 		}
-		if req.Op == "key-use" && !slices.Contains(own, req.ID) {
-			return response{}, fmt.Errorf("this node lacks key %s: nothing changed (mcnode keys install it first)", req.ID)
+		if err := thisNodeAllows(own, req); err != nil {
+			return response{}, err
 		}
 		if err := keysAllowed(own, agent.ask(ctx, "keys", "", ""), req); err != nil {
 			return response{}, err
@@ -152,6 +153,19 @@ func manageKeys(g locker, req request) (response, error) {
 		id = seal.FormatID(k.ID())
 	}
 	return response{OK: true, Keys: ids, Warning: warning, Members: agent.ask(ctx, req.Op, id, req.Path)}, nil
+}
+
+// thisNodeAllows checks req against this node's own key IDs, before the
+// members are asked: a key it lacks cannot seal, and the key it seals with
+// cannot go.
+func thisNodeAllows(own []string, req request) error {
+	switch {
+	case req.Op == "key-use" && !slices.Contains(own, req.ID):
+		return fmt.Errorf("this node lacks key %s: nothing changed (mcnode keys install it first)", req.ID)
+	case req.Op == "key-remove" && len(own) > 0 && own[0] == req.ID:
+		return fmt.Errorf("this node still seals with key %s: nothing changed (mcnode keys use the new key first)", req.ID)
+	}
+	return nil
 }
 
 // keysAllowed checks, from every member's key IDs, that req cuts nobody off.
@@ -305,6 +319,11 @@ func printKeyIDs(indent string, ids []string) {
 	}
 }
 
+// keysAnswerTimeout is how long mcnode keys waits for its daemon's answer:
+// the daemon asks the members twice (whether the change cuts anyone off,
+// then to make it), each for up to keySpreadTimeout. A variable for tests.
+var keysAnswerTimeout = 2*keySpreadTimeout + statusTimeout
+
 func keysCommand() *cli.Command {
 	do := func(c *cli.Context, req request) error {
 		path, err := socketPath(c)
@@ -317,10 +336,16 @@ func keysCommand() *cli.Command {
 		}
 		defer d.Close()
 		d.group = askedGroup(c)
+		// A stopped or hung daemon must not hang a script that rotates
+		// keys: status and lock give up on one too.
+		_ = d.conn.SetDeadline(time.Now().Add(keysAnswerTimeout))
 		if err := d.send(req); err != nil {
 			return &exitError{code: 1, err: err}
 		}
 		r, err := d.receive()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("the daemon at %s did not answer within %v: is it stopped (SIGSTOP, Ctrl-Z) or hung? (a change asked for may still be made when it resumes: mcnode keys list shows)", path, keysAnswerTimeout)
+		}
 		if err != nil {
 			return &exitError{code: 1, err: err}
 		}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
+	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcnode/mcnode/seal"
 )
@@ -33,6 +37,25 @@ func TestKeysAllowed(t *testing.T) {
 			t.Errorf("%s %s: %v, want allowed", c.op, c.id, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s %s with %+v: %v, want %q", c.op, c.id, c.m, err, c.want)
+		}
+	}
+}
+
+// This node's own keys are checked first, and a refusal names this node:
+// removing the key it seals with once blamed another member that sealed
+// with it too.
+func TestThisNodeAllows(t *testing.T) {
+	own := []string{"aaaaaaaa", "bbbbbbbb"}
+	for _, c := range []struct{ op, id, want string }{
+		{"key-use", "bbbbbbbb", ""},
+		{"key-use", "cccccccc", "this node lacks key cccccccc"},
+		{"key-remove", "bbbbbbbb", ""},
+		{"key-remove", "aaaaaaaa", "this node still seals with key aaaaaaaa"},
+		{"key-install", "cccccccc", ""},
+	} {
+		err := thisNodeAllows(own, request{Op: c.op, ID: c.id})
+		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: %v, want %q", c.op, c.id, err, c.want)
 		}
 	}
 }
@@ -98,4 +121,38 @@ func mustKey(t *testing.T) seal.Key {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// mcnode keys gives up on a daemon that does not answer (stopped, or hung),
+// saying so, as status and lock do; it waited for ever.
+func TestKeysGivesUpOnADaemonThatDoesNotAnswer(t *testing.T) {
+	defer func(d time.Duration) { keysAnswerTimeout = d }(keysAnswerTimeout)
+	keysAnswerTimeout = 200 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "mcnode.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			go io.Copy(io.Discard, c) // reads the request, never answers
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- newApp().Run([]string{"mcnode", "keys", "list", "--socket", path}) }()
+	select {
+	case err := <-done:
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(err.Error(), "did not answer within 200ms") {
+			t.Fatalf("mcnode keys list against a silent daemon: %v, want exit 1 saying it did not answer", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("mcnode keys list still waits for a daemon that never answers")
+	}
 }

@@ -109,3 +109,40 @@ func TestStartRefuses(t *testing.T) {
 		}
 	}
 }
+
+// oneAtATime grants one lock to one node at a time, in process.
+type oneAtATime struct {
+	mcnode.Locker
+	sem chan struct{}
+}
+
+type semLease struct {
+	mcnode.Lease
+	sem chan struct{}
+}
+
+func (l oneAtATime) Acquire(ctx context.Context, _ string) (mcnode.Lease, error) {
+	select {
+	case l.sem <- struct{}{}:
+		return semLease{sem: l.sem}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (l semLease) Release() error { <-l.sem; return nil }
+
+// The sections under way when the duration is up end there: with holds far
+// longer than the duration, the demo ran a hold per waiter past it (15 s
+// for --duration 2s --hold 10s) and reported its rate per second asked for.
+func TestDriveEndsHoldsAtTheDuration(t *testing.T) {
+	sem := make(chan struct{}, 1)
+	nodes := []mcnode.Locker{oneAtATime{sem: sem}, oneAtATime{sem: sem}, oneAtATime{sem: sem}}
+	r := Drive(nodes, Workload{Hold: time.Hour, Duration: 200 * time.Millisecond, Seed: 1}, nil)
+	if r.Err != nil || r.Overlaps != 0 || r.Entries < 3 {
+		t.Fatalf("result %+v: want every node's entry, no overlap, no error", r)
+	}
+	if r.Elapsed > 5*time.Second {
+		t.Errorf("ran %v with a duration of 200ms", r.Elapsed)
+	}
+}

@@ -54,7 +54,7 @@ type Result struct {
 }
 
 // Drive runs w on nodes until w.Duration has passed and every entry under
-// way has finished; p, if not nil, follows the counts as they go. An
+// way has finished (a hold is cut short at the end of the duration); p, if not nil, follows the counts as they go. An
 // Acquire still waiting 30 s after the end fails the run.
 func Drive(nodes []mcnode.Locker, w Workload, p *Progress) Result {
 	if p == nil {
@@ -93,7 +93,10 @@ func Drive(nodes []mcnode.Locker, w Workload, p *Progress) Result {
 		if last := released[k].Load(); last > 0 && asked <= last {
 			syncDelay = time.Duration(entered - last)
 		}
-		if hold > 0 {
+		// A section under way when the time is up ends there: with long
+		// holds, the sections of the queue that formed would otherwise
+		// run the workload a hold per waiter past its duration.
+		if hold = min(hold, time.Until(stop)); hold > 0 {
 			time.Sleep(hold)
 		}
 		inside[k].Add(-1)
