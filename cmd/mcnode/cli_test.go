@@ -62,6 +62,9 @@ func TestUsageErrors(t *testing.T) {
 		// Where it looked for a daemon, when it found none to ask.
 		{[]string{"lock", "-g", "nodaemon", "x", "--", "true"}, `no daemon of group "nodaemon" at `},
 		{[]string{"status", "-g", "nodaemon"}, `no daemon of group "nodaemon" at `},
+		// A socket given names no group (a quorum daemon's of group q was
+		// once looked for as group "mcnode"'s).
+		{[]string{"lock", "--socket", "/nonexistent/q.sock", "x", "--", "true"}, `no daemon at /nonexistent/q.sock, and no --interface`},
 		{[]string{"lock", "--no-daemon", "--interface", "lo", "--tick", "0s", "x", "--", "true"}, "--tick"},
 		{[]string{"lock", "--timeout", "soon", "x", "--", "true"}, "invalid value"},
 		{[]string{"status", "--log-level", "loud"}, "--log-level"},

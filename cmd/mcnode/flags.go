@@ -107,6 +107,9 @@ func noDaemonNoInterface(c *cli.Context, err error) error {
 		where = "--no-daemon"
 	} else if path, err := clientSocketPath(c); err == nil {
 		where = fmt.Sprintf("no daemon of group %s at %s", strconv.Quote(c.String("group")), path)
+		if c.IsSet("socket") {
+			where = "no daemon at " + path // the group's name played no part
+		}
 	}
 	return usage("%s, and no --interface to join the group on without one (or set MCNODE_INTERFACE)", where)
 }

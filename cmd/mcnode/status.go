@@ -462,7 +462,11 @@ func printJoining(w io.Writer, v *statusView) {
 
 // printDatagrams prints what the node received and dropped, by reason.
 func printDatagrams(w io.Writer, v *statusView) {
-	fmt.Fprintf(w, "datagrams: %d received, %d dropped", v.Received, v.Dropped)
+	what := "datagrams"
+	if v.Mode == modeQuorum {
+		what = "messages (TCP)" // quorum mode sends no datagrams
+	}
+	fmt.Fprintf(w, "%s: %d received, %d dropped", what, v.Received, v.Dropped)
 	if len(v.Drops) > 0 {
 		reasons := slices.Sorted(maps.Keys(v.Drops))
 		parts := make([]string, len(reasons))

@@ -33,6 +33,13 @@ func TestStatusShowsDropsByReason(t *testing.T) {
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("status output lacks %q:\n%s", want, out.String())
 	}
+	// Quorum mode sends no datagrams: its counts are of TCP messages.
+	v.Mode = modeQuorum
+	out.Reset()
+	printStatus(&out, v)
+	if want := "messages (TCP): 40 received, 6 dropped"; !strings.Contains(out.String(), want) || strings.Contains(out.String(), "datagrams") {
+		t.Errorf("quorum-mode status output lacks %q, or names datagrams:\n%s", want, out.String())
+	}
 }
 
 // TestE2EStatusWatch: `mcnode status --watch --json` prints the daemon's

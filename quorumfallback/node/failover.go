@@ -129,7 +129,9 @@ func (n *Node) startFailover() {
 	n.clock = max(n.clock, uint64(time.Now().UnixMicro()))
 	f.ticker = time.NewTicker(checkEvery(n.cfg.Detect))
 	n.fo = f
-	n.log.Info().Dur("lease", f.lease).Dur("margin", f.margin).Dur("detect", f.detect).Time("acts_from", f.awake).
+	n.log.Info().Dur("lease", f.lease).Dur("margin", f.margin).Dur("detect", f.detect).
+		// awake is on CLOCK_BOOTTIME, not the wall clock: log how far off.
+		Dur("acts_in", max(f.awake.Sub(qnet.Now()), 0)).
 		Msg("failure handling on: a node not heard for the detection time is put down a lease after; this node acts once every lease a previous incarnation gave has run out")
 }
 
