@@ -20,7 +20,16 @@ import (
 // systemd gives the service's user with an access list, so that its group
 // bits show the list's mask (0440); nobody else can reach that directory.
 func LoadKeyFile(path string) ([]Key, error) {
-	f, err := os.Open(path)
+	// Only a regular file: opening a FIFO would wait for a writer for ever
+	// (a member asked to install a key from one would hang its key agent).
+	// Without blocking, and checked again once open, should the path be
+	// replaced in between.
+	if info, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("seal: key file: %w", err)
+	} else if err := regular(path, info); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("seal: key file: %w", err)
 	}
@@ -29,8 +38,8 @@ func LoadKeyFile(path string) ([]Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal: key file: %w", err)
 	}
-	if info.IsDir() {
-		return nil, fmt.Errorf("seal: key file %s is a directory", path)
+	if err := regular(path, info); err != nil {
+		return nil, err
 	}
 	if perm := info.Mode().Perm(); perm&0o007 != 0 || perm&0o070 != 0 && !(credential(path) && perm&0o222 == 0) {
 		return nil, fmt.Errorf("seal: key file %s has mode %04o: %s; chmod 600 %s", path, perm, whoElse(perm), path)
@@ -145,14 +154,31 @@ func credential(path string) bool {
 	return err == nil && filepath.Dir(abs) == filepath.Clean(dir)
 }
 
-// whoElse says what a key file's mode lets users other than its owner do
-// with it, the worst first.
-func whoElse(perm os.FileMode) string {
+// regular refuses a key file that is not a regular file.
+func regular(path string, info os.FileInfo) error {
 	switch {
-	case perm&0o044 != 0:
-		return "others can read it"
-	case perm&0o022 != 0:
-		return "others can change it"
+	case info.IsDir():
+		return fmt.Errorf("seal: key file %s is a directory", path)
+	case !info.Mode().IsRegular():
+		return fmt.Errorf("seal: key file %s is not a regular file (%v)", path, info.Mode().Type())
 	}
-	return "others can run it"
+	return nil
+}
+
+// whoElse says what a key file's mode lets users other than its owner do
+// with it.
+func whoElse(perm os.FileMode) string {
+	var can []string
+	for _, c := range []struct {
+		bits os.FileMode
+		what string
+	}{{0o044, "read"}, {0o022, "change"}, {0o011, "run"}} {
+		if perm&c.bits != 0 {
+			can = append(can, c.what)
+		}
+	}
+	if len(can) > 1 {
+		can = []string{strings.Join(can[:len(can)-1], ", ") + " and " + can[len(can)-1]}
+	}
+	return "others can " + strings.Join(can, "") + " it"
 }

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcnode/mcnode/wire"
 )
@@ -271,7 +273,7 @@ func TestKeyFile(t *testing.T) {
 		t.Fatalf("LoadKeyFile = %d keys, %v", len(keys), err)
 	}
 	// Each refusal names what the mode lets others do.
-	for mode, want := range map[os.FileMode]string{0o640: "others can read it", 0o604: "others can read it", 0o620: "others can change it", 0o602: "others can change it", 0o601: "others can run it"} {
+	for mode, want := range map[os.FileMode]string{0o640: "others can read it", 0o604: "others can read it", 0o620: "others can change it", 0o602: "others can change it", 0o601: "others can run it", 0o666: "others can read and change it", 0o677: "others can read, change and run it"} {
 		if err := os.Chmod(path, mode); err != nil {
 			t.Fatal(err)
 		}
@@ -281,6 +283,21 @@ func TestKeyFile(t *testing.T) {
 	}
 	if _, err := LoadKeyFile(dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
 		t.Errorf("a directory as key file: %v", err)
+	}
+	// A FIFO with no writer: refused at once, not waited on for ever.
+	fifo := dir + "/fifo"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := LoadKeyFile(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("a FIFO as key file: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("LoadKeyFile still waits on a FIFO")
 	}
 	empty := dir + "/empty"
 	if err := os.WriteFile(empty, []byte("# nothing\n\n"), 0o600); err != nil {

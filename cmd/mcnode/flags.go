@@ -107,7 +107,7 @@ func noDaemonNoInterface(c *cli.Context, err error) error {
 		where = "--no-daemon"
 	} else if path, err := clientSocketPath(c); err == nil {
 		where = fmt.Sprintf("no daemon of group %s at %s", strconv.Quote(c.String("group")), path)
-		if c.IsSet("socket") {
+		if c.String("socket") != "" {
 			where = "no daemon at " + path // the group's name played no part
 		}
 	}
@@ -349,7 +349,7 @@ func socketPath(c *cli.Context) (string, error) {
 // rather than an error. A --socket too long is still an error.
 func clientSocketPath(c *cli.Context) (string, error) {
 	p, err := socketPath(c)
-	if err != nil && !c.IsSet("socket") {
+	if err != nil && c.String("socket") == "" {
 		return "", nil
 	}
 	return p, err

@@ -142,8 +142,7 @@ func manageKeys(g locker, req request) (response, error) {
 			return response{}, err
 		}
 	}
-	ids, err := changeKeyRing(kr, req)
-	warning, err := warningOf(err)
+	ids, warning, err := changeHere(kr, req)
 	if err != nil {
 		return response{}, err
 	}
@@ -153,6 +152,29 @@ func manageKeys(g locker, req request) (response, error) {
 		id = seal.FormatID(k.ID())
 	}
 	return response{OK: true, Keys: ids, Warning: warning, Members: agent.ask(ctx, req.Op, id, req.Path)}, nil
+}
+
+// changeHere makes req's change on this node's ring, before it goes to the
+// members, and returns the key IDs after it and a warning. A removal of a
+// key this node no longer has is done here already: a run that timed out,
+// or that some members missed, is run again for them (mcnode keys says to),
+// and must not stop at this node.
+func changeHere(kr keyRing, req request) (ids []string, warning string, err error) {
+	if req.Op == "key-remove" {
+		if _, err := seal.ParseID(req.ID); err != nil {
+			return nil, "", err
+		}
+		own, err := keyIDsOf(kr)
+		if err != nil {
+			return nil, "", err
+		}
+		if !slices.Contains(own, req.ID) {
+			return own, fmt.Sprintf("this node has no key %s (an earlier run removed it?): the removal went to the members only", req.ID), nil
+		}
+	}
+	ids, err = changeKeyRing(kr, req)
+	warning, err = warningOf(err)
+	return ids, warning, err
 }
 
 // thisNodeAllows checks req against this node's own key IDs, before the
@@ -320,9 +342,12 @@ func printKeyIDs(indent string, ids []string) {
 }
 
 // keysAnswerTimeout is how long mcnode keys waits for its daemon's answer:
-// the daemon asks the members twice (whether the change cuts anyone off,
-// then to make it), each for up to keySpreadTimeout. A variable for tests.
-var keysAnswerTimeout = 2*keySpreadTimeout + statusTimeout
+// only so that a stopped or hung daemon does not hang it for ever. The
+// daemon asks the members twice (whether the change cuts anyone off, then
+// to make it), each for up to keySpreadTimeout, and rewrites its key file
+// (fsync) in between: the rest is room for a slow disk or a busy host. A
+// variable for tests.
+var keysAnswerTimeout = 2*keySpreadTimeout + 30*time.Second
 
 func keysCommand() *cli.Command {
 	do := func(c *cli.Context, req request) error {
@@ -332,6 +357,9 @@ func keysCommand() *cli.Command {
 		}
 		d, err := dialDaemon(path)
 		if err != nil {
+			if c.String("socket") != "" {
+				return &exitError{code: 1, err: fmt.Errorf("no mcnode run daemon at %s: %w", path, err)}
+			}
 			return &exitError{code: 1, err: fmt.Errorf("no mcnode run daemon for group %q: %w", c.String("group"), err)}
 		}
 		defer d.Close()
@@ -344,7 +372,10 @@ func keysCommand() *cli.Command {
 		}
 		r, err := d.receive()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			err = fmt.Errorf("the daemon at %s did not answer within %v: is it stopped (SIGSTOP, Ctrl-Z) or hung? (a change asked for may still be made when it resumes: mcnode keys list shows)", path, keysAnswerTimeout)
+			err = fmt.Errorf("the daemon at %s did not answer within %v: is it stopped (SIGSTOP, Ctrl-Z) or hung?", path, keysAnswerTimeout)
+			if req.Op != "keys" {
+				err = fmt.Errorf("%w; the change may have been made here and on some members, or may yet be: mcnode keys list shows, and running the same command again is safe", err)
+			}
 		}
 		if err != nil {
 			return &exitError{code: 1, err: err}
@@ -430,7 +461,9 @@ func keysCommand() *cli.Command {
 			"while a member still seals with it: a member that seals with a key the others\n" +
 			"lack is cut off from them. A member that did not answer is named, and the\n" +
 			"status is 1: run the command again, or on that host with --local (this daemon\n" +
-			"only). Spreading needs the daemons to run; a stopped member's key file must be\n" +
+			"only). A daemon that does not answer within 36 s (stopped, or hung) is given up\n" +
+			"on, status 1; keys list then shows what was changed. Spreading needs the daemons\n" +
+			"to run; a stopped member's key file must be\n" +
 			"changed by hand. A member whose key file cannot be rewritten (read-only, as\n" +
 			"under docs/mcnode.service) makes the change all the same, and is named with a\n" +
 			"warning: a restart would undo it there, so change that file by hand too.",

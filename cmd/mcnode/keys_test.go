@@ -156,3 +156,28 @@ func TestKeysGivesUpOnADaemonThatDoesNotAnswer(t *testing.T) {
 		t.Fatal("mcnode keys list still waits for a daemon that never answers")
 	}
 }
+
+// A removal run again (the first timed out, or some members missed it) is
+// done here already and must still go on to the members: it stopped at this
+// node with "no key in the ring", and the members that missed it kept the
+// key. A removal of a malformed ID is still refused.
+func TestRemoveRunAgainGoesOn(t *testing.T) {
+	a, b := mustKey(t), mustKey(t)
+	r, err := seal.NewRing(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr := &fakeRing{r}
+	req := request{Op: "key-remove", ID: seal.FormatID(b.ID())}
+	ids, warning, err := changeHere(kr, req)
+	if err != nil || warning != "" || len(ids) != 1 {
+		t.Fatalf("first removal: %v, %q, %v", ids, warning, err)
+	}
+	ids, warning, err = changeHere(kr, req)
+	if err != nil || len(ids) != 1 || !strings.Contains(warning, "the removal went to the members only") {
+		t.Fatalf("the removal run again: %v, %q, %v; want done here, a warning, and on to the members", ids, warning, err)
+	}
+	if _, _, err := changeHere(kr, request{Op: "key-remove", ID: "not-an-id"}); err == nil {
+		t.Error("a removal of a malformed key ID was taken")
+	}
+}

@@ -55,8 +55,11 @@ type statusView struct {
 	Members    []memberView     `json:"members"`
 	Resources  []resourceView   `json:"resources"`
 	Sent       map[string]int64 `json:"datagrams_sent"`
-	Received   uint64           `json:"datagrams_received"`
-	Dropped    uint64           `json:"datagrams_dropped"`
+	// Received and Dropped count datagrams; in quorum mode, which sends
+	// none, TCP messages (the JSON names stay, for the scripts that read
+	// them).
+	Received uint64 `json:"datagrams_received"`
+	Dropped  uint64 `json:"datagrams_dropped"`
 	// Filtered counts the datagrams addressed to other members that the
 	// socket filter dropped unread (group.Stats.Filtered): no loss.
 	Filtered uint64 `json:"datagrams_filtered,omitempty"`

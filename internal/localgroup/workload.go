@@ -54,7 +54,8 @@ type Result struct {
 }
 
 // Drive runs w on nodes until w.Duration has passed and every entry under
-// way has finished (a hold is cut short at the end of the duration); p, if not nil, follows the counts as they go. An
+// way has finished. A hold is cut short at the end of the duration, and
+// the entries of the waiters left then hold for nothing; p, if not nil, follows the counts as they go. An
 // Acquire still waiting 30 s after the end fails the run.
 func Drive(nodes []mcnode.Locker, w Workload, p *Progress) Result {
 	if p == nil {
