@@ -19,28 +19,52 @@ import (
 // directory ($CREDENTIALS_DIRECTORY, systemd's LoadCredential), which
 // systemd gives the service's user with an access list, so that its group
 // bits show the list's mask (0440); nobody else can reach that directory.
-func LoadKeyFile(path string) ([]Key, error) {
-	// Only a regular file: opening a FIFO would wait for a writer for ever
-	// (a member asked to install a key from one would hang its key agent).
-	// Without blocking, and checked again once open, should the path be
-	// replaced in between.
-	if info, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("seal: key file: %w", err)
-	} else if err := regular(path, info); err != nil {
-		return nil, err
+//
+// A pipe is taken (--keyfile <(...)); a directory is not.
+func LoadKeyFile(path string) ([]Key, error) { return loadKeyFile(path, false) }
+
+// LoadRegularKeyFile is LoadKeyFile for a path someone else named (a member
+// that asks this one to install a key): it takes a regular file only, and
+// never waits, as opening a FIFO would wait for a writer for ever.
+func LoadRegularKeyFile(path string) ([]Key, error) { return loadKeyFile(path, true) }
+
+func loadKeyFile(path string, regularOnly bool) ([]Key, error) {
+	fail := func(err error) ([]Key, error) { return nil, fmt.Errorf("seal: key file: %w", err) }
+	flag := os.O_RDONLY
+	if regularOnly {
+		// The first check keeps the open away from devices; the second,
+		// on what was opened, holds should the path be replaced between.
+		if info, err := os.Stat(path); err != nil {
+			return fail(err)
+		} else if err := regular(path, info); err != nil {
+			return nil, err
+		}
+		flag |= syscall.O_NONBLOCK
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
-		return nil, fmt.Errorf("seal: key file: %w", err)
+		return fail(err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("seal: key file: %w", err)
+	switch {
+	case err != nil:
+		return fail(err)
+	case info.IsDir():
+		return nil, fmt.Errorf("seal: key file %s is a directory", path)
+	case regularOnly:
+		if err := regular(path, info); err != nil {
+			return nil, err
+		}
+		if err := syscall.SetNonblock(int(f.Fd()), false); err != nil {
+			return fail(err)
+		}
 	}
-	if err := regular(path, info); err != nil {
-		return nil, err
-	}
+	return readKeyFile(f, path, info)
+}
+
+// readKeyFile checks an open key file's mode and owner, and reads its keys.
+func readKeyFile(f *os.File, path string, info os.FileInfo) ([]Key, error) {
 	if perm := info.Mode().Perm(); perm&0o007 != 0 || perm&0o070 != 0 && !(credential(path) && perm&0o222 == 0) {
 		return nil, fmt.Errorf("seal: key file %s has mode %04o: %s; chmod 600 %s", path, perm, whoElse(perm), path)
 	}
@@ -160,7 +184,14 @@ func regular(path string, info os.FileInfo) error {
 	case info.IsDir():
 		return fmt.Errorf("seal: key file %s is a directory", path)
 	case !info.Mode().IsRegular():
-		return fmt.Errorf("seal: key file %s is not a regular file (%v)", path, info.Mode().Type())
+		kind := "a device"
+		switch t := info.Mode().Type(); {
+		case t&os.ModeNamedPipe != 0:
+			kind = "a named pipe"
+		case t&os.ModeSocket != 0:
+			kind = "a socket"
+		}
+		return fmt.Errorf("seal: key file %s is not a regular file but %s", path, kind)
 	}
 	return nil
 }

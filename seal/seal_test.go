@@ -284,21 +284,6 @@ func TestKeyFile(t *testing.T) {
 	if _, err := LoadKeyFile(dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
 		t.Errorf("a directory as key file: %v", err)
 	}
-	// A FIFO with no writer: refused at once, not waited on for ever.
-	fifo := dir + "/fifo"
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := LoadKeyFile(fifo); done <- err }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
-			t.Errorf("a FIFO as key file: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("LoadKeyFile still waits on a FIFO")
-	}
 	empty := dir + "/empty"
 	if err := os.WriteFile(empty, []byte("# nothing\n\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -312,6 +297,45 @@ func TestKeyFile(t *testing.T) {
 	}
 	if _, err := LoadKeyFile(bad); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("a bad line: %v", err)
+	}
+	// A path another member named: a regular file only, and a FIFO with no
+	// writer refused at once, not waited on for ever. The key file itself
+	// loads so too.
+	if keys, err := LoadRegularKeyFile(bad); err == nil || !strings.Contains(err.Error(), "line 2") || keys != nil {
+		t.Errorf("LoadRegularKeyFile of a bad line: %v", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := LoadRegularKeyFile(path); err != nil || len(keys) != 2 {
+		t.Errorf("LoadRegularKeyFile of a key file: %d keys, %v", len(keys), err)
+	}
+	// A pipe from this process's caller (--keyfile <(...)) is taken.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	if _, err := pw.WriteString(a.Encode() + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if keys, err := LoadKeyFile(fmt.Sprintf("/proc/self/fd/%d", pr.Fd())); err != nil || len(keys) != 1 || !Equal(keys[0], a) {
+		t.Errorf("a key file from a pipe: %d keys, %v", len(keys), err)
+	}
+	fifo := dir + "/fifo"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := LoadRegularKeyFile(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file but a named pipe") {
+			t.Errorf("a FIFO as key file: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("LoadRegularKeyFile still waits on a FIFO")
 	}
 }
 

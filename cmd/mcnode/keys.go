@@ -116,6 +116,14 @@ func manageKeys(g locker, req request) (response, error) {
 	if err != nil {
 		return response{}, err
 	}
+	if req.Op == "key-use" || req.Op == "key-remove" {
+		// One spelling of each ID: the checks below compare them as text.
+		id, err := seal.ParseID(req.ID)
+		if err != nil {
+			return response{}, err
+		}
+		req.ID = seal.FormatID(id)
+	}
 	agent := keyAgentOf(g)
 	if req.Local || agent == nil {
 		ids, err := changeKeyRing(kr, req)
@@ -130,6 +138,13 @@ func manageKeys(g locker, req request) (response, error) {
 		// nobody, and say it was done.
 		return response{}, errors.New("this daemon is not a member of the group now (it is rejoining): nothing changed; try again, or change this daemon alone with --local")
 	}
+	var members []memberKeys
+	askKeys := func() []memberKeys {
+		if members == nil {
+			members = agent.ask(ctx, "keys", "", "")
+		}
+		return members
+	}
 	if (req.Op == "key-use" || req.Op == "key-remove") && !req.Force {
 		own, err := keyIDsOf(kr)
 		if err != nil {
@@ -138,11 +153,11 @@ func manageKeys(g locker, req request) (response, error) {
 		if err := thisNodeAllows(own, req); err != nil {
 			return response{}, err
 		}
-		if err := keysAllowed(own, agent.ask(ctx, "keys", "", ""), req); err != nil {
+		if err := keysAllowed(own, askKeys(), req); err != nil {
 			return response{}, err
 		}
 	}
-	ids, warning, err := changeHere(kr, req)
+	ids, warning, err := changeHere(kr, req, askKeys)
 	if err != nil {
 		return response{}, err
 	}
@@ -159,7 +174,7 @@ func manageKeys(g locker, req request) (response, error) {
 // key this node no longer has is done here already: a run that timed out,
 // or that some members missed, is run again for them (mcnode keys says to),
 // and must not stop at this node.
-func changeHere(kr keyRing, req request) (ids []string, warning string, err error) {
+func changeHere(kr keyRing, req request, members func() []memberKeys) (ids []string, warning string, err error) {
 	if req.Op == "key-remove" {
 		if _, err := seal.ParseID(req.ID); err != nil {
 			return nil, "", err
@@ -169,12 +184,35 @@ func changeHere(kr keyRing, req request) (ids []string, warning string, err erro
 			return nil, "", err
 		}
 		if !slices.Contains(own, req.ID) {
-			return own, fmt.Sprintf("this node has no key %s (an earlier run removed it?): the removal went to the members only", req.ID), nil
+			if err := someoneHas(members(), req); err != nil {
+				return nil, "", err
+			}
+			return own, fmt.Sprintf("no key %s here any more (an earlier run removed it?): removed from the other members only", req.ID), nil
 		}
 	}
 	ids, err = changeKeyRing(kr, req)
 	warning, err = warningOf(err)
 	return ids, warning, err
+}
+
+// someoneHas refuses the removal of a key this node does not have unless a
+// member lists it, or with --force a member did not say: a key nobody has
+// is a typo (and a script that retires a leaked key must not be told it
+// did), or gone everywhere already.
+func someoneHas(members []memberKeys, req request) error {
+	unsure := false
+	for _, m := range members {
+		switch {
+		case !m.Answered || m.Error != "":
+			unsure = true
+		case slices.Contains(m.Keys, req.ID):
+			return nil
+		}
+	}
+	if unsure && req.Force {
+		return nil
+	}
+	return fmt.Errorf("no member has key %s (a typo? see mcnode keys list; or it is gone everywhere already): nothing changed", req.ID)
 }
 
 // thisNodeAllows checks req against this node's own key IDs, before the
@@ -461,7 +499,7 @@ func keysCommand() *cli.Command {
 			"while a member still seals with it: a member that seals with a key the others\n" +
 			"lack is cut off from them. A member that did not answer is named, and the\n" +
 			"status is 1: run the command again, or on that host with --local (this daemon\n" +
-			"only). A daemon that does not answer within 36 s (stopped, or hung) is given up\n" +
+			"only). A daemon that does not answer within " + keysAnswerTimeout.String() + " (stopped, or hung) is given up\n" +
 			"on, status 1; keys list then shows what was changed. Spreading needs the daemons\n" +
 			"to run; a stopped member's key file must be\n" +
 			"changed by hand. A member whose key file cannot be rewritten (read-only, as\n" +

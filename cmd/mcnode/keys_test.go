@@ -158,9 +158,10 @@ func TestKeysGivesUpOnADaemonThatDoesNotAnswer(t *testing.T) {
 }
 
 // A removal run again (the first timed out, or some members missed it) is
-// done here already and must still go on to the members: it stopped at this
-// node with "no key in the ring", and the members that missed it kept the
-// key. A removal of a malformed ID is still refused.
+// done here already and must still go on to the members that have the key:
+// it stopped at this node with "no key in the ring", and the members that
+// missed it kept the key. A key nobody has (a typo) is refused, and so is a
+// malformed ID.
 func TestRemoveRunAgainGoesOn(t *testing.T) {
 	a, b := mustKey(t), mustKey(t)
 	r, err := seal.NewRing(a, b)
@@ -168,16 +169,34 @@ func TestRemoveRunAgainGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	kr := &fakeRing{r}
-	req := request{Op: "key-remove", ID: seal.FormatID(b.ID())}
-	ids, warning, err := changeHere(kr, req)
+	bID := seal.FormatID(b.ID())
+	missed := []memberKeys{{Node: 2, Answered: true, Keys: []string{seal.FormatID(a.ID()), bID}}}
+	members := func() []memberKeys { return missed }
+	req := request{Op: "key-remove", ID: bID}
+	ids, warning, err := changeHere(kr, req, members)
 	if err != nil || warning != "" || len(ids) != 1 {
 		t.Fatalf("first removal: %v, %q, %v", ids, warning, err)
 	}
-	ids, warning, err = changeHere(kr, req)
-	if err != nil || len(ids) != 1 || !strings.Contains(warning, "the removal went to the members only") {
+	ids, warning, err = changeHere(kr, req, members)
+	if err != nil || len(ids) != 1 || !strings.Contains(warning, "removed from the other members only") {
 		t.Fatalf("the removal run again: %v, %q, %v; want done here, a warning, and on to the members", ids, warning, err)
 	}
-	if _, _, err := changeHere(kr, request{Op: "key-remove", ID: "not-an-id"}); err == nil {
+	none := func() []memberKeys {
+		return []memberKeys{{Node: 2, Answered: true, Keys: []string{seal.FormatID(a.ID())}}}
+	}
+	if _, _, err := changeHere(kr, req, none); err == nil || !strings.Contains(err.Error(), "no member has key") {
+		t.Errorf("a removal of a key no member has: %v, want refused", err)
+	}
+	silent := func() []memberKeys { return []memberKeys{{Node: 2}} }
+	if _, _, err := changeHere(kr, req, silent); err == nil {
+		t.Error("a removal of a key no member said it has was taken without --force")
+	}
+	forced := req
+	forced.Force = true
+	if _, _, err := changeHere(kr, forced, silent); err != nil {
+		t.Errorf("with --force, a member that did not answer may have the key: %v", err)
+	}
+	if _, _, err := changeHere(kr, request{Op: "key-remove", ID: "not-an-id"}, members); err == nil {
 		t.Error("a removal of a malformed key ID was taken")
 	}
 }

@@ -256,7 +256,9 @@ func keyFromFile(path, id string) (seal.Key, error) {
 	if !filepath.IsAbs(path) {
 		return seal.Key{}, fmt.Errorf("key file %q: not an absolute path", path)
 	}
-	keys, err := seal.LoadKeyFile(path)
+	// Another member named the path: a FIFO there must not hang this
+	// member's key agent.
+	keys, err := seal.LoadRegularKeyFile(path)
 	if err != nil {
 		return seal.Key{}, fmt.Errorf("%w: copy the key file to this host at the same path, then ask again", err)
 	}

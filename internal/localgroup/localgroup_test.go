@@ -142,8 +142,11 @@ func TestDriveEndsHoldsAtTheDuration(t *testing.T) {
 	go func() { done <- Drive(nodes, Workload{Hold: time.Hour, Duration: time.Second, Seed: 1}, nil) }()
 	select {
 	case r := <-done:
-		if r.Err != nil || r.Overlaps != 0 || r.Entries < 1 {
-			t.Fatalf("result %+v: want entries, no overlap, no error", r)
+		if r.Err != nil || r.Overlaps != 0 || r.Entries < 3 {
+			t.Fatalf("result %+v: want every node's entry, no overlap, no error", r)
+		}
+		if r.Elapsed > 5*time.Second {
+			t.Errorf("ran %v with a duration of 1s", r.Elapsed)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Drive runs on 19 s past its duration of 1 s")
