@@ -1,6 +1,7 @@
 package netns
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -8,16 +9,24 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // LAN is a private network of hosts for tests: one network namespace per
 // host, each with an interface eth0 whose veth peer is attached to one
 // bridge. The bridge has no address and nothing is forwarded, so traffic
 // stays between the hosts. Everything is removed when the test ends, passed
-// or failed; names carry a random suffix so that runs never collide.
+// or failed; names carry a random suffix so that runs never collide. A test
+// process killed outright (SIGKILL, or go test's -timeout) cannot clean up:
+// its LAN is removed by the next NewLAN on the host, which finds it by the
+// creator its bridge names, and the processes the LAN ran die with their
+// creator.
 //
 // Partition splits the hosts onto several bridges, and Heal puts them back
 // on one; Impair makes one host's link lossy or one-way. Call them from the
@@ -48,20 +57,28 @@ func NewLAN(t *testing.T, n int) *LAN {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("skipped: the ip command (iproute2) is not installed; .ci/run installs it")
 	}
+	sweepOrphans(t)
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	lan := &LAN{id: id, bridge: "mcbr" + id}
+	lan := &LAN{id: id, bridge: bridgePrefix + id}
 	t.Cleanup(lan.remove)
 	run := func(args ...string) {
 		t.Helper()
 		ipCmd(t, args...)
 	}
+	creator, err := processToken(os.Getpid())
+	if err != nil {
+		t.Fatalf("netns: %v", err)
+	}
+	// The alias names the creator from the start: a LAN whose creator is
+	// killed half-way through NewLAN is still found and removed.
 	run("link", "add", lan.bridge, "type", "bridge", "mcast_snooping", "0")
+	run("link", "set", "dev", lan.bridge, "alias", aliasPrefix+creator)
 	noIPv6(t, lan.bridge)
 	run("link", "set", lan.bridge, "up")
 	for i := 0; i < n; i++ {
-		h := Host{NS: fmt.Sprintf("mcn%s-%d", id, i), IP: fmt.Sprintf("10.77.0.%d", i+1), Interface: "eth0"}
+		h := Host{NS: fmt.Sprintf("%s%s-%d", hostPrefix, id, i), IP: fmt.Sprintf("10.77.0.%d", i+1), Interface: "eth0"}
 		lan.Hosts = append(lan.Hosts, h)
 		veth := lan.veth(i)
 		run("netns", "add", h.NS)
@@ -77,9 +94,15 @@ func NewLAN(t *testing.T, n int) *LAN {
 	return lan
 }
 
-// Command returns a command that runs in the host's namespace.
+// Command returns a command that runs in the host's namespace. It is killed
+// when the process that starts it dies, however it dies: a daemon left
+// running in a LAN whose test was killed would hold the namespace.
 func (h Host) Command(name string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", h.NS, name}, args...)...)
+	cmd := exec.Command("ip", append([]string{"netns", "exec", h.NS, name}, args...)...)
+	// ip netns exec execs the command in the same process, which keeps the
+	// parent-death signal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
 
 // Partition splits the LAN: hosts listed in different sides can no longer
@@ -235,7 +258,7 @@ func plan(n int, sides [][]int) ([]int, error) {
 }
 
 // veth is the name of the root-namespace end of host i's link.
-func (l *LAN) veth(i int) string { return fmt.Sprintf("mv%s-%d", l.id, i) }
+func (l *LAN) veth(i int) string { return fmt.Sprintf("%s%s-%d", vethPrefix, l.id, i) }
 
 // ipCmd runs ip with args, failing the test with its output if it fails.
 func ipCmd(t *testing.T, args ...string) {
@@ -255,6 +278,99 @@ func noIPv6(t *testing.T, dev string) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("netns: turning IPv6 off on %s: %v", dev, err)
 	}
+}
+
+const (
+	bridgePrefix = "mcbr"        // then the LAN's id (and pK for side K's bridge)
+	hostPrefix   = "mcn"         // then the LAN's id, "-" and the host's index: a namespace
+	vethPrefix   = "mv"          // then the LAN's id, "-" and the host's index
+	aliasPrefix  = "mcnode-lan " // then the creator's processToken
+)
+
+// processToken names a live process so that a later process reusing its PID
+// is not taken for it: the PID and the process's start time (field 22 of
+// /proc/PID/stat, in clock ticks since boot).
+func processToken(pid int) (string, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces:
+	// count fields after its closing parenthesis (field 3 onwards).
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return "", fmt.Errorf("cannot read /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 20 {
+		return "", fmt.Errorf("cannot read the start time in /proc/%d/stat", pid)
+	}
+	return fmt.Sprintf("%d/%s", pid, fields[19]), nil
+}
+
+// alive reports whether the process a processToken names still runs.
+func alive(token string) bool {
+	pid, err := strconv.Atoi(strings.Split(token, "/")[0])
+	if err != nil {
+		return true // not ours to judge: leave the LAN alone
+	}
+	now, err := processToken(pid)
+	return err == nil && now == token
+}
+
+// sweepOrphans removes the LANs of creators that are dead: for each bridge
+// whose alias names a creator, it kills what still runs in the LAN's
+// namespaces and removes them with the LAN's links. LANs of live creators
+// (other test processes running now) and bridges without the alias are
+// left alone.
+func sweepOrphans(t *testing.T) {
+	t.Helper()
+	aliases, _ := filepath.Glob("/sys/class/net/" + bridgePrefix + "*/ifalias")
+	for _, path := range aliases {
+		alias, err := os.ReadFile(path)
+		token, ours := strings.CutPrefix(strings.TrimSpace(string(alias)), aliasPrefix)
+		if err != nil || !ours || alive(token) {
+			continue
+		}
+		id := strings.TrimPrefix(filepath.Base(filepath.Dir(path)), bridgePrefix)
+		if _, err := hex.DecodeString(id); err != nil || len(id) != 6 {
+			continue // not a name NewLAN gives: removing by its prefix could hit others
+		}
+		t.Logf("netns: removing test LAN %s, left by process %s, which is dead", id, token)
+		removeOrphan(id)
+	}
+}
+
+// removeOrphan removes what a LAN with the given id left, by name, as
+// remove does (veths, then namespaces, then bridges), after killing what
+// still runs in its namespaces: a namespace a process holds outlives its
+// name.
+func removeOrphan(id string) {
+	spaces, _ := filepath.Glob("/var/run/netns/" + hostPrefix + id + "-*")
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		left := false
+		for _, ns := range spaces {
+			out, _ := exec.Command("ip", "netns", "pids", filepath.Base(ns)).Output()
+			for _, f := range strings.Fields(string(out)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					left = true
+				}
+			}
+		}
+		if !left {
+			break
+		}
+	}
+	del := func(pattern string, args ...string) {
+		names, _ := filepath.Glob(pattern)
+		for _, name := range names {
+			_ = exec.Command("ip", append(args, filepath.Base(name))...).Run()
+		}
+	}
+	del("/sys/class/net/"+vethPrefix+id+"-*", "link", "del")
+	del("/var/run/netns/"+hostPrefix+id+"-*", "netns", "del")
+	del("/sys/class/net/"+bridgePrefix+id+"*", "link", "del")
 }
 
 // remove deletes the veth pairs, the namespaces and the bridges. The veth

@@ -3,6 +3,7 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -243,6 +244,17 @@ func checkRemoved(t *testing.T, id string, extra []string) {
 	if len(extra) == 0 && !t.Failed() {
 		t.Error("Partition made no bridge: nothing to check the removal of")
 	}
+	checkNoneNamed(t, id)
+	for _, b := range extra {
+		if _, err := os.Stat("/sys/class/net/" + b); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("bridge %s is still there (%v)", b, err)
+		}
+	}
+}
+
+// checkNoneNamed checks that no interface or namespace named with id is left.
+func checkNoneNamed(t *testing.T, id string) {
+	t.Helper()
 	for _, args := range [][]string{{"-o", "link", "show"}, {"netns", "list"}} {
 		out, err := exec.Command("ip", args...).CombinedOutput()
 		if err != nil {
@@ -253,11 +265,6 @@ func checkRemoved(t *testing.T, id string, extra []string) {
 			if strings.Contains(line, id) {
 				t.Errorf("left after the LAN was removed (ip %s): %s", strings.Join(args, " "), line)
 			}
-		}
-	}
-	for _, b := range extra {
-		if _, err := os.Stat("/sys/class/net/" + b); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("bridge %s is still there (%v)", b, err)
 		}
 	}
 }
@@ -482,4 +489,148 @@ func inNS(ns string, f func() error) error {
 		errc <- err
 	}()
 	return <-errc
+}
+
+// TestLANSweepsOrphans kills a test process that holds a LAN (as go test's
+// -timeout or a SIGKILL would) and checks that the process it ran in the
+// LAN dies with it, that the next NewLAN removes the LAN and kills what
+// still ran there, and that it leaves alone the LAN of a creator that is
+// alive.
+func TestLANSweepsOrphans(t *testing.T) {
+	if os.Getenv(orphanHelperEnv) != "" {
+		t.Skip("runs the orphan helper instead")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: building a test LAN of network namespaces needs root; run `make test` as root")
+	}
+	dead, deadID, fellow := startLANHelper(t)
+	live, liveID, _ := startLANHelper(t)
+	t.Cleanup(func() {
+		_ = live.Process.Kill()
+		_ = live.Wait()
+		sweepOrphans(t) // the live helper's LAN is an orphan now
+		checkNoneNamed(t, liveID)
+	})
+
+	// A process in the LAN that does not die with the creator: started here,
+	// not by the helper.
+	stray := exec.Command("ip", "netns", "exec", hostPrefix+deadID+"-1", "sleep", "600")
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	strayDone := make(chan error, 1)
+	go func() { strayDone <- stray.Wait() }()
+
+	_ = dead.Process.Kill()
+	_ = dead.Wait()
+	if !gone(fellow, 2*time.Second) {
+		t.Errorf("the process the dead helper started with Host.Command (pid %d) still runs", fellow)
+	}
+	if !strings.Contains(ipOutput(t, "netns", "list"), deadID) {
+		t.Fatal("the dead helper's LAN was removed before any NewLAN: the test checks nothing")
+	}
+
+	NewLAN(t, 1)
+	checkNoneNamed(t, deadID)
+	select {
+	case <-strayDone:
+	case <-time.After(2 * time.Second):
+		t.Error("a process left in the dead helper's LAN still runs after the sweep")
+		_ = stray.Process.Kill()
+	}
+	if out := ipOutput(t, "netns", "list"); !strings.Contains(out, liveID) {
+		t.Errorf("the LAN of a live creator was removed:\n%s", out)
+	}
+}
+
+// TestLANOrphanHelper is the creator TestLANSweepsOrphans kills: it builds a
+// LAN of two hosts, starts sleep in host 0, prints the LAN's id and the
+// sleep's pid, and waits to be killed.
+func TestLANOrphanHelper(t *testing.T) {
+	if os.Getenv(orphanHelperEnv) == "" {
+		t.Skip("a helper process of TestLANSweepsOrphans")
+	}
+	lan := NewLAN(t, 2)
+	cmd := lan.Hosts[0].Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("LAN %s %d\n", lan.id, cmd.Process.Pid)
+	time.Sleep(10 * time.Minute)
+}
+
+const orphanHelperEnv = "MCNODE_TEST_LAN_ORPHAN_HELPER"
+
+// startLANHelper starts TestLANOrphanHelper and returns it once its LAN is
+// built, with the LAN's id and the pid of the process it started there.
+func startLANHelper(t *testing.T) (*exec.Cmd, string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLANOrphanHelper$", "-test.v", "-test.timeout=11m")
+	cmd.Env = append(os.Environ(), orphanHelperEnv+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	lines := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		var got []byte
+		for {
+			n, err := out.Read(buf)
+			got = append(got, buf[:n]...)
+			for _, line := range strings.Split(string(got), "\n") {
+				if strings.HasPrefix(line, "LAN ") && strings.Count(line, " ") == 2 {
+					lines <- line
+					_, _ = io.Copy(io.Discard, out)
+					return
+				}
+			}
+			if err != nil {
+				lines <- string(got)
+				return
+			}
+		}
+	}()
+	select {
+	case line := <-lines:
+		var id string
+		var pid int
+		if _, err := fmt.Sscanf(line, "LAN %s %d", &id, &pid); err != nil {
+			t.Fatalf("the LAN helper said %q", line)
+		}
+		return cmd, id, pid
+	case <-time.After(30 * time.Second):
+		t.Fatal("the LAN helper built no LAN in 30 s")
+	}
+	return nil, "", 0
+}
+
+// gone reports whether process pid has exited (or is a zombie) within d.
+func gone(pid int, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// ipOutput runs ip with args and returns its output.
+func ipOutput(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
