@@ -188,7 +188,7 @@ func (r *Ring) Install(k Key) error {
 func (r *Ring) Use(id uint32) error {
 	i := r.find(id)
 	if i < 0 {
-		return fmt.Errorf("seal: no key %s in the ring", FormatID(id))
+		return noSuchKey(id)
 	}
 	r.keys[0], r.keys[i] = r.keys[i], r.keys[0]
 	return nil
@@ -199,7 +199,7 @@ func (r *Ring) Use(id uint32) error {
 func (r *Ring) Remove(id uint32) error {
 	switch i := r.find(id); {
 	case i < 0:
-		return fmt.Errorf("seal: no key %s in the ring", FormatID(id))
+		return noSuchKey(id)
 	case i == 0:
 		return fmt.Errorf("seal: key %s is the primary; make another primary first", FormatID(id))
 	default:
@@ -216,6 +216,19 @@ func (r *Ring) Keys() []Key {
 	}
 	return out
 }
+
+// ErrNoSuchKey is matched (errors.Is) by the error of Use or Remove that
+// names a key the ring does not hold.
+var ErrNoSuchKey = errors.New("seal: no such key in the ring")
+
+// noSuchKey is that error for one key ID.
+type noSuchKey uint32
+
+func (e noSuchKey) Error() string {
+	return fmt.Sprintf("seal: no key %s in the ring", FormatID(uint32(e)))
+}
+
+func (e noSuchKey) Is(target error) bool { return target == ErrNoSuchKey }
 
 func (r *Ring) find(id uint32) int {
 	return slices.IndexFunc(r.keys, func(e entry) bool { return e.id == id })

@@ -175,22 +175,18 @@ func manageKeys(g locker, req request) (response, error) {
 // or that some members missed, is run again for them (mcnode keys says to),
 // and must not stop at this node.
 func changeHere(kr keyRing, req request, members func() []memberKeys) (ids []string, warning string, err error) {
-	if req.Op == "key-remove" {
-		if _, err := seal.ParseID(req.ID); err != nil {
-			return nil, "", err
-		}
-		own, err := keyIDsOf(kr)
-		if err != nil {
-			return nil, "", err
-		}
-		if !slices.Contains(own, req.ID) {
-			if err := someoneHas(members(), req); err != nil {
-				return nil, "", err
-			}
-			return own, fmt.Sprintf("no key %s here any more (an earlier run removed it?): removed from the other members only", req.ID), nil
-		}
-	}
 	ids, err = changeKeyRing(kr, req)
+	if req.Op == "key-remove" && errors.Is(err, seal.ErrNoSuchKey) {
+		// Tried rather than looked up first: a member's request may remove
+		// the key between a look and the removal.
+		if ids, err = keyIDsOf(kr); err != nil {
+			return nil, "", err
+		}
+		if err := someoneHas(members(), req); err != nil {
+			return nil, "", err
+		}
+		return ids, fmt.Sprintf("no key %s here any more (an earlier run removed it?): removed from the other members only", req.ID), nil
+	}
 	warning, err = warningOf(err)
 	return ids, warning, err
 }
@@ -352,7 +348,9 @@ func (d daemonNode) changeKeys(change func(keyedNode) error) error {
 		// group's sealing follows, or a restarted daemon, with the new key
 		// file, would not find them.
 		if err := change(d.via); err != nil && !errors.Is(err, group.ErrNoKey) {
-			return fmt.Errorf("the quorum links have the change, but the multicast group the peers came from does not: %w", err)
+			// %v: its sentinels are not this change's (a key the group lacks is
+			// no key missing here).
+			return fmt.Errorf("the quorum links have the change, but the multicast group the peers came from does not: %v", err)
 		}
 	}
 	if d.keyfile == "" {

@@ -74,6 +74,50 @@ func (f *fakeRing) installKey(k seal.Key) error { return f.ring.Install(k) }
 func (f *fakeRing) useKey(id uint32) error      { return f.ring.Use(id) }
 func (f *fakeRing) removeKey(id uint32) error   { return f.ring.Remove(id) }
 
+// racingRing is a fakeRing on which, right after the first list, another
+// request removes a key: a member's removal landing between a look at the
+// ring and a change to it.
+type racingRing struct {
+	fakeRing
+	remove uint32
+	raced  bool
+}
+
+func (r *racingRing) keyIDs() ([]uint32, error) {
+	ids, err := r.fakeRing.keyIDs()
+	if !r.raced {
+		r.raced = true
+		_ = r.ring.Remove(r.remove)
+	}
+	return ids, err
+}
+
+// A removal that a member's removal of the same key overtakes is done, not
+// refused with "no key in the ring": here (mcnode keys remove), where it
+// goes on to the members, and at a member (its key agent), where the key
+// is gone either way.
+func TestRemoveOvertakenByAMember(t *testing.T) {
+	a, b := mustKey(t), mustKey(t)
+	bID := seal.FormatID(b.ID())
+	members := func() []memberKeys {
+		return []memberKeys{{Node: 2, Answered: true, Keys: []string{seal.FormatID(a.ID()), bID}}}
+	}
+	ring := func() *racingRing {
+		r, err := seal.NewRing(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &racingRing{fakeRing: fakeRing{r}, remove: b.ID()}
+	}
+	if ids, _, err := changeHere(ring(), request{Op: "key-remove", ID: bID}, members); err != nil || len(ids) != 1 {
+		t.Errorf("mcnode keys remove overtaken: %v, %v; want done", ids, err)
+	}
+	agent := &keyAgent{ring: ring()}
+	if ids, err := agent.apply(keyMessage{Op: "key-remove", ID: bID}); err != nil || len(ids) != 1 {
+		t.Errorf("a member's key agent overtaken: %v, %v; want done", ids, err)
+	}
+}
+
 // A key asked for by another member is read from this host's own key file
 // at the path named, and only if it has the ID asked for: a key never
 // travels, so a holder of the key in use cannot plant a key of its own.

@@ -5,9 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -154,11 +154,6 @@ func (a *keyAgent) answer(from uint64, m keyMessage) {
 // apply makes the change here and returns the key IDs after it. Removing a
 // key this member does not have is no error: it is gone either way.
 func (a *keyAgent) apply(m keyMessage) ([]string, error) {
-	if m.Op == "key-remove" {
-		if ids, err := keyIDsOf(a.ring); err == nil && !slices.Contains(ids, m.ID) {
-			return ids, nil
-		}
-	}
 	switch m.Op {
 	case "key-install":
 		k, err := keyFromFile(m.Path, m.ID)
@@ -167,7 +162,13 @@ func (a *keyAgent) apply(m keyMessage) ([]string, error) {
 			return ids, err
 		}
 		return changeKeyRing(a.ring, request{Op: m.Op, Key: k.Encode()})
-	case "keys", "key-use", "key-remove":
+	case "key-remove":
+		ids, err := changeKeyRing(a.ring, request{Op: m.Op, ID: m.ID})
+		if errors.Is(err, seal.ErrNoSuchKey) {
+			return keyIDsOf(a.ring)
+		}
+		return ids, err
+	case "keys", "key-use":
 		return changeKeyRing(a.ring, request{Op: m.Op, ID: m.ID})
 	}
 	ids, _ := keyIDsOf(a.ring)
