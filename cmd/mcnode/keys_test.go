@@ -4,7 +4,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +244,32 @@ func TestRemoveRunAgainGoesOn(t *testing.T) {
 	}
 	if _, _, err := changeHere(kr, request{Op: "key-remove", ID: "not-an-id"}, members); err == nil {
 		t.Error("a removal of a malformed key ID was taken")
+	}
+}
+
+// The README gives the time mcnode keys waits for its daemon, and the 3 s a
+// change waits for the members, as the code has them: it states them by
+// hand, where the help text takes them from the variables.
+func TestREADMEGivesTheKeysTimeouts(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(b)), " ")
+	for _, c := range []struct {
+		re   string
+		want time.Duration
+	}{
+		{`its own daemon if that does not answer within (\d+) s`, keysAnswerTimeout},
+		{`A member that did not answer within (\d+) s is named`, keySpreadTimeout},
+	} {
+		m := regexp.MustCompile(c.re).FindStringSubmatch(text)
+		if m == nil {
+			t.Errorf("the README no longer says %q", c.re)
+			continue
+		}
+		if m[1]+"s" != c.want.String() {
+			t.Errorf("the README says %s s (%q); the code waits %v", m[1], c.re, c.want)
+		}
 	}
 }
