@@ -138,6 +138,10 @@
 // members the server heard since its request would be a majority of the
 // grown view: a newcomer that dies at once must not leave a group with dead
 // members, not yet removed, without a majority (it could then remove no one).
+// Nor is a voter admitted while another voter was never heard by the server
+// taking part (any message but a join request): the group holds at most one
+// such newcomer, so that a flood of forged join requests, silent once
+// admitted, cannot fill the view with members it cannot remove.
 //
 // Observers. A member that joins as an observer (Config.Observer: a
 // script's lock) takes locks and holds a lease like any other, but every

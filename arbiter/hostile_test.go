@@ -799,3 +799,73 @@ func TestCutOffVotersAskTheUnknownServerBeforeRejoining(t *testing.T) {
 	waitUntil(t, s, 1000, "a cut-off voter is granted r after the server died", func() bool { return holds(victims[0], "r") })
 	checkClean(t, s)
 }
+
+// A flood of join requests from one host's many ports, each sent three
+// times and nothing else once admitted (found by a black-box attack on real
+// daemons: 300 ports stopped a group of 5 for good), holds at most one
+// voter that was never heard in the group at a time: the voters the group
+// admitted never outnumber what it can remove, the locks keep flowing
+// through the flood, and every forged member is removed afterwards. Before,
+// the copies of each request counted as life: the group admitted forged
+// voters until half of it was silent, and stopped.
+func TestJoinFloodDoesNotStopTheGroup(t *testing.T) {
+	for seed := int64(1); seed <= 5; seed++ {
+		s := newGroup(t, 5, seed, nil)
+		real := slices.Clone(s.Hosts)
+		srv, _, _ := roles(t, s)
+		const fakes, copies, gap = 300, 3, 2
+		mostVoters := 0
+		entries := 0
+		locker := real[seed%5]
+		acquire(t, s, locker, "r")
+		for tick := 0; tick < fakes+copies*gap; tick++ {
+			for f := max(0, tick-(copies-1)*gap); f <= min(tick, fakes-1); f++ {
+				if (tick-f)%gap != 0 {
+					continue
+				}
+				addr := fmt.Sprintf("rogue:%d", 40000+f)
+				inc := uint64(0x5eed0000 + f)
+				for _, x := range real {
+					if !x.Alive || x.Node.Stopped() {
+						continue
+					}
+					h := memberHeader(srv)
+					h.From, h.Inc = 0, inc
+					_ = x.Node.Step(addr, h, &wire.JoinRequest{Inc: inc, Addr: addr})
+					s.Flush(x)
+				}
+			}
+			s.RunTicks(1)
+			for _, x := range real {
+				if x.Node.IsServer() {
+					srv = x
+					v, _ := voters(x)
+					mostVoters = max(mostVoters, v)
+				}
+			}
+			if holds(locker, "r") {
+				entries++
+				release(t, s, locker, "r")
+				locker = real[(int(locker.Index)+1)%5]
+				acquire(t, s, locker, "r")
+			}
+		}
+		waitUntil(t, s, 3000, "every forged member removed", func() bool {
+			for _, x := range real {
+				if len(x.Node.Members()) != 5 {
+					return false
+				}
+			}
+			return true
+		})
+		waitUntil(t, s, 300, "the last lock asked for granted", func() bool { return holds(locker, "r") })
+		if mostVoters > 6 {
+			t.Errorf("seed %d: a server counted %d voters: more than one never heard", seed, mostVoters)
+		}
+		if entries < 10 {
+			t.Errorf("seed %d: only %d critical sections in %d ticks of the flood", seed, entries, fakes)
+		}
+		checkClean(t, s)
+		t.Logf("seed %d: at most %d voters, %d critical sections during the flood", seed, mostVoters, entries)
+	}
+}

@@ -162,8 +162,13 @@ type Node struct {
 	// demotes no member within a lease of its promotion, so that a leave
 	// it stood in for, asked again later, finds it still a voter.
 	promotedAt map[wire.NodeID]uint64
-	anchor     uint64            // tick from which the lease runs
-	replies    map[uint64]uint64 // ping turn → tick of this node's first reply
+	// vouched holds, by ID, the incarnation of each voter this node heard
+	// taking part in the group: it is known to have run as a member. A
+	// server admits no voter while a voter is not vouched for (see
+	// unvouchedVoter).
+	vouched map[wire.NodeID]uint64
+	anchor  uint64            // tick from which the lease runs
+	replies map[uint64]uint64 // ping turn → tick of this node's first reply
 	// answered holds this node's first reply to each of the last pings,
 	// by server and probe: a later ping that confirms the answer renews
 	// the lease from it.
@@ -360,6 +365,9 @@ func (n *Node) Step(src string, h wire.Header, m wire.Message) error {
 		n.leaveQuiet = 0 // the group is there to record a leave
 		if n.srv != nil {
 			n.srv.heard[h.From] = n.now
+		}
+		if _, join := m.(*wire.JoinRequest); !join {
+			n.vouch(from)
 		}
 	}
 	if n.hand != nil && from != nil && h.From == n.hand.to && h.T >= n.hand.nextT {

@@ -1031,7 +1031,7 @@ func (n *Node) serveJoin(in inbound, m *wire.JoinRequest) {
 	// An observer changes no majority: it is admitted at once, and its
 	// death costs none (the checks below are about a voter's).
 	observer := m.Observer && st.voters >= MinVoters
-	if !observer && (!n.viewCommitted() || !n.liveMajorityWith(1, in.at)) {
+	if !observer && (!n.viewCommitted() || !n.liveMajorityWith(1, in.at) || n.unvouchedVoter()) {
 		n.deferJoin(in, m)
 		return
 	}
@@ -1077,6 +1077,48 @@ func (n *Node) liveMajorityWith(k int, since uint64) bool {
 		}
 	}
 	return 2*live > n.st.voters+k
+}
+
+// vouch records that a member was heard taking part in the group. Only
+// voters are kept (an observer changes no majority), and the map is pruned
+// of former members as it grows.
+func (n *Node) vouch(m *member) {
+	if m.observer {
+		return
+	}
+	if n.vouched == nil {
+		n.vouched = map[wire.NodeID]uint64{}
+	}
+	n.vouched[m.id] = m.inc
+	if len(n.vouched) > 2*len(n.st.members) {
+		for id, inc := range n.vouched {
+			if now := n.st.member(id); now == nil || now.inc != inc {
+				delete(n.vouched, id)
+			}
+		}
+	}
+}
+
+// unvouchedVoter reports whether a voter other than this node was never
+// heard by it taking part in the group (any message but a join request): a
+// newcomer not yet known to be alive. A server admits one such voter at a
+// time: the next waits until it is heard, or is removed as silent. The
+// majority check (liveMajorityWith) counts any datagram heard as life, and
+// the copies of a join request count: forged join requests from 300 ports
+// of one host, which sent nothing else once admitted, made a group of 5
+// admit 5 voters while their copies came in, and with half of it silent
+// the group could remove none and stopped for good. Now a flood of them
+// holds at most one such voter in the group, for as long as a silent
+// member takes to be removed. A voter heard once that died since is the
+// majority check's case, as before (a member restarting must not wait for
+// its old incarnation's removal).
+func (n *Node) unvouchedVoter() bool {
+	for _, m := range n.st.members {
+		if !m.observer && m.id != n.id && n.vouched[m.id] != m.inc {
+			return true
+		}
+	}
+	return false
 }
 
 // deferJoin keeps a join request until the view may change again, so that
