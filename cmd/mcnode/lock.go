@@ -621,7 +621,7 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 				send(syscall.SIGKILL)
 			case left <= grace && !termed:
 				termed, expired, lost = true, true, true
-				log.Error().Str("lock", name).Dur("left", left).Msg("no lease renewal from the group (is the daemon stopped?): stopping the command before the lease runs out")
+				log.Error().Str("lock", name).Dur("left", left).Msg("no lease renewal from the group (is the daemon stopped, or this host cut off from the group?): stopping the command before the lease runs out")
 				send(syscall.SIGTERM)
 			}
 		case <-killAt:
