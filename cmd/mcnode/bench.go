@@ -50,7 +50,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "sim-entries", Value: bench.DefaultSimOptions().Entries, Usage: "critical-section entries each heavy-load simulation measures"},
 			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "the simulations' seed"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of tables"},
-			&cli.StringFlag{Name: "plots", Usage: "write plots into this directory"},
+			&cli.StringFlag{Name: "plots", Usage: "write plots into this directory (created if missing; checked before the run)"},
 			&cli.StringFlag{Name: "plot-format", Value: "png", Usage: "png or svg"},
 		},
 		OnUsageError: onUsageError,
@@ -157,6 +157,13 @@ func benchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if p.plots != "" {
+		// Now, not after a run of minutes whose tables a bad path would
+		// otherwise cost.
+		if err := usablePlotsDir(p.plots); err != nil {
+			return err
+		}
+	}
 	var notes []string
 	if p.multicastLocal && !netns.Inside() {
 		err := runInNamespace("bench")
@@ -191,19 +198,57 @@ func benchAction(c *cli.Context) error {
 	}
 	prog.done()
 	rep.Targets = bench.Targets(rep.Rows)
+	return p.report(os.Stdout, rep)
+}
+
+// report writes the plots, if asked for, and prints rep. A plot that
+// cannot be written (the directory checked before the run may have gone
+// since) costs the plots only: the report is printed all the same, and
+// the plot error returned after it.
+func (p *benchPlan) report(w io.Writer, rep bench.Report) error {
+	var plotErr error
 	if p.plots != "" {
 		files, err := plots.Write(rep.Rows, p.plots, p.format)
-		if err != nil {
-			return &exitError{code: 1, err: fmt.Errorf("plots: %w", err)}
+		if len(files) > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("plots: %s", strings.Join(files, ", ")))
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("plots: %s", strings.Join(files, ", ")))
+		if err != nil {
+			// plots.Write's errors begin with "plots: " already.
+			plotErr = &exitError{code: 1, err: err}
+		}
 	}
+	var err error
 	if p.json {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		err = enc.Encode(rep)
+	} else {
+		err = bench.WriteTable(w, rep)
 	}
-	return bench.WriteTable(os.Stdout, rep)
+	if err != nil {
+		return err
+	}
+	return plotErr
+}
+
+// usablePlotsDir makes sure dir is a directory bench can write its plots
+// into, creating it if it is missing, and says why not as a usage error.
+// Writability is tried with a file, not judged from the mode bits: those
+// do not tell about root, ACLs or a read-only mount.
+func usablePlotsDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		if info, serr := os.Stat(dir); serr == nil && !info.IsDir() {
+			return usage("--plots %s is not a directory: name a directory for the plots (it is created if missing)", dir)
+		}
+		return usage("--plots %s: cannot create the directory: %v", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".mcnode-bench-*")
+	if err != nil {
+		return usage("--plots %s: cannot write there: %v", dir, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
 }
 
 // progress shows which run the bench is on: one line rewritten in place on
