@@ -12,9 +12,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -262,6 +265,12 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 		}
 		_ = enc.Encode(response{OK: true, Status: st})
 	case "lock":
+		// The name check mcnode lock makes, for a client that is not
+		// mcnode lock, on the name as sent.
+		if err := checkLockName(sentName(line, req.Name)); err != nil {
+			_ = enc.Encode(response{Error: err.Error()})
+			return
+		}
 		serveLock(conn, in, enc, g, req, log)
 	case "keys", "key-install", "key-use", "key-remove":
 		r, err := manageKeys(g, req)
@@ -276,6 +285,76 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 	default:
 		_ = enc.Encode(response{Error: fmt.Sprintf("unknown op %q", req.Op)})
 	}
+}
+
+// sentName is the lock name in the request line as the client sent it,
+// given decoded, the name encoding/json made of it. encoding/json puts
+// U+FFFD in place of bytes that are not UTF-8 and of a \u escape of half a
+// surrogate pair without its other half, so the bytes "\xff\xfe" and the
+// escapes "\ud800\ud800" would both be granted as the lock "\ufffd\ufffd",
+// which checkLockName finds valid UTF-8. Only a name with U+FFFD in it
+// can have been changed so: it is then decoded again, keeping those bytes
+// (a lone half as its three bytes, which are not UTF-8 either), for the
+// check to see.
+func sentName(line []byte, decoded string) string {
+	if !strings.ContainsRune(decoded, utf8.RuneError) {
+		return decoded
+	}
+	var raw struct {
+		Name json.RawMessage `json:"name"`
+	}
+	if json.Unmarshal(line, &raw) != nil || len(raw.Name) < 2 || raw.Name[0] != '"' {
+		return decoded
+	}
+	return unquoteKeeping(raw.Name[1 : len(raw.Name)-1])
+}
+
+// unquoteKeeping decodes the body of a JSON string literal (valid JSON:
+// encoding/json has read it) without replacing anything, as sentName
+// needs.
+func unquoteKeeping(body []byte) string {
+	hex4 := func(b []byte) rune {
+		v, _ := strconv.ParseUint(string(b), 16, 16)
+		return rune(v)
+	}
+	var out []byte
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			out = append(out, body[i])
+			continue
+		}
+		i++
+		switch body[i] {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r := hex4(body[i+1 : i+5])
+			i += 4
+			if utf16.IsSurrogate(r) && i+6 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' {
+				if pair := utf16.DecodeRune(r, hex4(body[i+3:i+7])); pair != utf8.RuneError {
+					r, i = pair, i+6
+				}
+			}
+			if utf16.IsSurrogate(r) {
+				// What utf8.AppendRune refuses to write: the bytes of the
+				// code point, as if it were one.
+				out = append(out, 0xe0|byte(r>>12), 0x80|byte(r>>6)&0x3f, 0x80|byte(r)&0x3f)
+			} else {
+				out = utf8.AppendRune(out, r)
+			}
+		default: // \" \\ \/
+			out = append(out, body[i])
+		}
+	}
+	return string(out)
 }
 
 // serveLock acquires for a client and holds the lock while the client stays

@@ -403,3 +403,61 @@ func TestJoinPhase(t *testing.T) {
 		}
 	}
 }
+
+// TestControlLockNames: the daemon refuses the lock names mcnode lock
+// refuses, with its words, to a client that is not mcnode lock. A name that
+// was not UTF-8 in the request (bytes, or an escape of half a surrogate
+// pair) was granted as the U+FFFD encoding/json put in its place, so that
+// different names were one lock; an empty one got the wire format's error.
+// Names that only look like those are granted as sent.
+func TestControlLockNames(t *testing.T) {
+	f := &fakeLocker{released: make(chan string, 8)}
+	path := serveFake(t, f)
+	ask := func(line string) response {
+		t.Helper()
+		d := dialFake(t, path)
+		if _, err := d.conn.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		r, err := d.receive()
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		d.Close() // which releases a lock granted
+		return r
+	}
+	for _, tc := range []struct{ line, name string }{
+		{`{"op":"lock","name":"\ufffd"}`, "\ufffd"},
+		{`{"op":"lock","name":"` + "\ufffd\ufffd" + `"}`, "\ufffd\ufffd"},
+		{`{"op":"lock","name":"\ud83d\ude00\ufffd"}`, "\U0001F600\ufffd"},
+		{`{"op":"lock","name":"\\ud800\ufffd"}`, `\ud800` + "\ufffd"}, // a backslash, not an escape
+		{`{"op":"lock","name":"` + strings.Repeat("n", maxLockName) + `"}`, strings.Repeat("n", maxLockName)},
+	} {
+		if r := ask(tc.line); !r.OK {
+			t.Errorf("%q: %+v; want it granted", tc.line, r)
+			continue
+		}
+		select {
+		case name := <-f.released:
+			if name != tc.name {
+				t.Errorf("%q: granted %q, want %q", tc.line, name, tc.name)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%q: not released when its client went", tc.line)
+		}
+	}
+	for _, tc := range []struct{ line, want string }{
+		{`{"op":"lock","name":"` + "\xff\xfe" + `"}`, `lock name "\xff\xfe" is not valid UTF-8: every member must be able to read it`},
+		{`{"op":"lock","name":"\ud800"}`, `lock name "\xed\xa0\x80" is not valid UTF-8`},
+		{`{"op":"lock","name":"\udc00\ud800"}`, "is not valid UTF-8"},
+		{`{"op":"lock","name":"a\ud800\u0041"}`, "is not valid UTF-8"},
+		{`{"op":"lock","name":"` + "\xef\xbf" + `"}`, "is not valid UTF-8"}, // U+FFFD cut short
+		{`{"op":"lock","name":""}`, "the lock name is empty"},
+		{`{"op":"lock"}`, "the lock name is empty"},
+		{`{"op":"lock","name":"` + strings.Repeat("n", maxLockName+1) + `"}`, "longer than the limit"},
+	} {
+		if r := ask(tc.line); r.OK || !strings.Contains(r.Error, tc.want) {
+			t.Errorf("%q: %+v; want it refused with %q", tc.line, r, tc.want)
+		}
+	}
+}
