@@ -135,12 +135,9 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 	}
 	cfg.TimestampFile = timestampFile(c, log)
 	cfg.Logger = log
-	if path := c.String("keyfile"); path != "" {
-		keys, err := seal.LoadKeyFile(path)
-		if err != nil {
-			return cfg, usage("--keyfile: %v", err)
-		}
-		cfg.Keys = keys
+	var err error
+	if cfg.Keys, err = keyfileKeys(c); err != nil {
+		return cfg, err
 	}
 	if cfg.Interface == "" {
 		return cfg, &exitError{code: exitUsage, err: errNoInterface}
@@ -148,6 +145,36 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 	if _, err := net.InterfaceByName(cfg.Interface); err != nil {
 		// A typo is a usage error, said before anything is opened.
 		return cfg, usage("--interface %s: %v", strconv.Quote(cfg.Interface), err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usage("%v", flagNames(err))
+	}
+	return cfg, nil
+}
+
+// keyfileKeys are the keys of the --keyfile, none without one. A file that
+// will not do is a usage error, said before anything is opened.
+func keyfileKeys(c *cli.Context) ([]seal.Key, error) {
+	path := c.String("keyfile")
+	if path == "" {
+		return nil, nil
+	}
+	keys, err := seal.LoadKeyFile(path)
+	if err != nil {
+		return nil, usage("--keyfile: %v", err)
+	}
+	return keys, nil
+}
+
+// localGroupConfig is the config of a multicast group whose nodes all run
+// in this process (a local game's): group.DefaultLocalConfig, named by
+// --group, with the timings and limits the flags set over it, checked as
+// mcnode run checks its own.
+func localGroupConfig(c *cli.Context) (group.Config, error) {
+	cfg := group.DefaultLocalConfig()
+	cfg.Name = c.String("group")
+	if err := timingFlags(c, &cfg, true); err != nil {
+		return cfg, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, usage("%v", flagNames(err))

@@ -21,7 +21,6 @@ import (
 	"github.com/mcnode/mcnode/internal/localgroup"
 	"github.com/mcnode/mcnode/internal/netns"
 	"github.com/mcnode/mcnode/quorumfallback/node"
-	"github.com/mcnode/mcnode/seal"
 )
 
 // localBotName is the names the bots of a local game take.
@@ -208,23 +207,15 @@ func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, f
 	if p.human || p.watch {
 		opt.N++
 	}
-	if path := c.String("keyfile"); path != "" {
-		keys, err := seal.LoadKeyFile(path)
-		if err != nil {
-			return nil, nil, usage("--keyfile: %v", err)
-		}
-		opt.Keys = keys
+	var err error
+	if opt.Keys, err = keyfileKeys(c); err != nil {
+		return nil, nil, err
 	}
 	if p.mode == modeMulticast {
 		// Timings from the flags, over the local defaults; where the group
 		// talks is the namespace's lo, with TTL 0.
-		opt.Multicast = group.DefaultLocalConfig()
-		opt.Multicast.Name = opt.Name
-		if err := timingFlags(c, &opt.Multicast, true); err != nil {
+		if opt.Multicast, err = localGroupConfig(c); err != nil {
 			return nil, nil, err
-		}
-		if err := opt.Multicast.Validate(); err != nil {
-			return nil, nil, usage("%v", flagNames(err))
 		}
 	} else if err := (node.Config{Protocol: opt.Protocol, Coterie: opt.Coterie, Peers: make([]string, opt.N)}).Setup().Validate(); err != nil {
 		return nil, nil, setupError(err)

@@ -82,12 +82,10 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 			return cfg, usage("--%s %v is negative: give a duration (0 for the default)", f, d)
 		}
 	}
-	if path := c.String("keyfile"); path != "" {
-		keys, err := seal.LoadKeyFile(path)
-		if err != nil {
-			return cfg, usage("--keyfile: %v", err)
-		}
-		cfg.Keys = keys // the links are TLS, authenticated by the key
+	// The links are TLS, authenticated by the key.
+	var err error
+	if cfg.Keys, err = keyfileKeys(c); err != nil {
+		return cfg, err
 	}
 	for _, p := range strings.Split(c.String("peers"), ",") {
 		if p = strings.TrimSpace(p); p != "" {
