@@ -84,7 +84,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "--memory-n", "1"}, "--memory-n 1"},
 		{[]string{"bench", "--memory-locks", "0"}, "--memory-locks 0"},
 		{[]string{"lock", "--mode", "quorum", "--no-daemon", "x", "--", "true"}, "--no-daemon does not work in quorum mode"},
-		{[]string{"demo", "--mode", "quorum", "--peers", "a:1"}, "the demo makes its own peers"},
+		{[]string{"demo", "--mode", "quorum", "--peers", "a:1"}, "flag provided but not defined: -peers (see mcnode demo --help)"},
 		{[]string{"bench", "--n", "64"}, "--n: \"64\" is not a group size from 2 to 32"},
 		{[]string{"bench", "--sim-n", "1"}, "--sim-n"},
 		{[]string{"bench", "--layers", "cloud"}, "--layers"},

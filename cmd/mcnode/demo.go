@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,9 +18,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcnode/mcnode"
+	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/internal/localgroup"
 	"github.com/mcnode/mcnode/internal/netns"
 	"github.com/mcnode/mcnode/quorumfallback/node"
+	"github.com/mcnode/mcnode/seal"
 )
 
 func demoCommand() *cli.Command {
@@ -31,8 +35,12 @@ func demoCommand() *cli.Command {
 			"private network namespace the demo creates (needs root or unprivileged user\n" +
 			"namespaces), so nothing leaves this host. --host-network runs on this host's\n" +
 			"network instead, with TTL 0, on --interface (default lo).\n\n" +
+			"--group, --address, --keyfile and the timings and limits (--tick to --rate-limit)\n" +
+			"set up the demo's group, over a local group's defaults, and a value mcnode run\n" +
+			"refuses is refused here too.\n\n" +
 			"With --mode quorum the nodes run --algo (and --coterie) over TCP on 127.0.0.1\n" +
-			"instead, on this host's network (no multicast, so no namespace is needed).",
+			"instead, on this host's network (no multicast, so no namespace is needed); of\n" +
+			"the group's settings only --group and --keyfile apply there.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "nodes", Value: 5, Usage: "nodes in the group"},
 			&cli.IntFlag{Name: "resources", Value: 3, Usage: "locks they contend for"},
@@ -43,6 +51,33 @@ func demoCommand() *cli.Command {
 
 		Action: demoAction,
 	}
+}
+
+// demoNotTaken are the shared flags (withCommon's) the demo does not offer:
+// its nodes make a group of their own on this host, with TTL 0 (--ttl),
+// each at an address of its own (--bind), and their own peers; none has a
+// daemon's control socket or state kept across runs, and a join timeout
+// below the group's floor (twice the takeover timeout) changes nothing.
+var demoNotTaken = []string{"bind", "ttl", "state-dir", "socket", "join-timeout", "peers", "node-id", "listen", "quorum-size"}
+
+// demoMulticastOnly are the demo's flags for the multicast group: its quorum
+// nodes (localgroup's) run with their protocol's own timings.
+var demoMulticastOnly = []string{"address", "tick", "turn-length", "turn-timeout", "max-members", "lease", "lease-margin",
+	"retry", "heartbeat", "takeover-timeout", "rate-limit"}
+
+// asDemo fits the shared flags withCommon gave cmd to the demo: drops those
+// it does not take (demoNotTaken), so that one given is an unknown flag
+// rather than quietly ignored; shows a local group's address as the
+// default; and gives --group the demo's own default, which MCNODE_GROUP
+// does not change (as the game's).
+func asDemo(cmd *cli.Command) *cli.Command {
+	cmd.Flags = slices.DeleteFunc(cmd.Flags, func(f cli.Flag) bool { return slices.Contains(demoNotTaken, f.Names()[0]) })
+	for _, f := range cmd.Flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "address" {
+			sf.Value = group.DefaultLocalConfig().Address
+		}
+	}
+	return withGroupDefault(cmd, "mcnode-demo")
 }
 
 func demoAction(c *cli.Context) error {
@@ -61,8 +96,31 @@ func demoAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.IsSet("peers") || c.IsSet("node-id") || c.IsSet("quorum-size") {
-		return usage("the demo makes its own peers: drop --peers, --node-id and --quorum-size")
+	if m == modeQuorum {
+		for _, f := range demoMulticastOnly {
+			if c.IsSet(f) {
+				return usage("--%s applies to the demo's multicast mode only: its quorum nodes run with their protocol's own timings (drop --%s, or run the demo in multicast mode)", f, f)
+			}
+		}
+	}
+	// The flags are checked here, before a namespace is made, as mcnode run
+	// checks them (in quorum mode only the group's name matters).
+	base, err := localGroupConfig(c)
+	if err != nil {
+		return err
+	}
+	if m == modeMulticast && nodes > base.MaxMembers {
+		return usage("--nodes %d is more than --max-members %d: the group would refuse the rest", nodes, base.MaxMembers)
+	}
+	if m == modeQuorum {
+		qcfg := node.Config{Protocol: c.String("algo"), Coterie: c.String("coterie"), Peers: make([]string, nodes)}
+		if err := qcfg.Setup().Validate(); err != nil {
+			return setupError(err)
+		}
+	}
+	log, err := logger(c)
+	if err != nil {
+		return err
 	}
 	if !c.Bool("host-network") && m != modeQuorum {
 		if !netns.Inside() {
@@ -72,7 +130,9 @@ func demoAction(c *cli.Context) error {
 			return &exitError{code: 1, err: err}
 		}
 	}
-	log, err := logger(c)
+	// The key is read only where the nodes run (in multicast mode, in the
+	// namespace): a --keyfile that is a pipe can be read once.
+	keys, err := keyfileKeys(c)
 	if err != nil {
 		return err
 	}
@@ -90,14 +150,11 @@ func demoAction(c *cli.Context) error {
 		}
 	}
 	d := &demo{over: &over, out: os.Stdout, duration: c.Duration("duration"),
-		opt: localgroup.Options{Mode: mcnode.Mode(m), N: nodes, Name: "mcnode-demo", Interface: iface, Logger: log,
-			Protocol: c.String("algo"), Coterie: c.String("coterie")},
+		opt: localgroup.Options{Mode: mcnode.Mode(m), N: nodes, Name: base.Name, Interface: iface, Logger: log,
+			Protocol: c.String("algo"), Coterie: c.String("coterie"), Keys: keys},
 		work: localgroup.Workload{Locks: resources, Prefix: "lock-", Hold: c.Duration("hold"), Duration: c.Duration("duration"), Seed: time.Now().UnixNano()}}
-	if m == modeQuorum {
-		qcfg := node.Config{Protocol: d.opt.Protocol, Coterie: d.opt.Coterie, Peers: make([]string, nodes)}
-		if err := qcfg.Setup().Validate(); err != nil {
-			return setupError(err)
-		}
+	if m == modeMulticast {
+		d.opt.Multicast = base
 	}
 	return d.run()
 }
@@ -164,12 +221,33 @@ func (d *demo) run() error {
 		where += " in a private network namespace"
 	}
 	fmt.Fprintf(d.out, "mcnode demo: %s contend for %s for %v over %s\n", plural(d.opt.N, "node"), plural(d.work.Locks, "lock"), d.duration, where)
+	fmt.Fprintf(d.out, "  %s\n", d.settings())
 	before := lg.Traffic()
 	done := make(chan localgroup.Result)
 	go func() { done <- localgroup.Drive(lg.Nodes, d.work, &d.progress) }()
 	r := d.watch(lg.Nodes[0], done)
 	d.over.Store(true)
 	return d.summary(r, lg.Traffic(), before)
+}
+
+// settings says in one line what the flags set up: the group, where it
+// talks, its chief timings, and its key.
+func (d *demo) settings() string {
+	s := "group " + strconv.Quote(d.opt.Name)
+	if d.opt.Mode == modeMulticast {
+		m := d.opt.Multicast
+		s += fmt.Sprintf(" at %s; tick %v, lease %v (margin %v), heartbeat %v, takeover %v",
+			m.Address, m.Tick, m.LeaseTimeout, m.LeaseMargin, m.HeartbeatInterval, m.TakeoverTimeout)
+	}
+	switch {
+	case len(d.opt.Keys) == 0:
+		s += "; no key (--keyfile)"
+	case d.opt.Mode == modeMulticast:
+		s += "; every datagram sealed with key " + seal.FormatID(d.opt.Keys[0].ID())
+	default:
+		s += "; links authenticated with key " + seal.FormatID(d.opt.Keys[0].ID())
+	}
+	return s
 }
 
 // watch shows progress until the workload is done, and returns its result.

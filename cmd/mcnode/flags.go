@@ -167,12 +167,16 @@ func keyfileKeys(c *cli.Context) ([]seal.Key, error) {
 }
 
 // localGroupConfig is the config of a multicast group whose nodes all run
-// in this process (a local game's): group.DefaultLocalConfig, named by
-// --group, with the timings and limits the flags set over it, checked as
-// mcnode run checks its own.
+// in this process (the demo's, a local game's): group.DefaultLocalConfig,
+// named by --group, with the address (the game refuses one on one host),
+// the timings and the limits the flags set over it, checked as mcnode run
+// checks its own.
 func localGroupConfig(c *cli.Context) (group.Config, error) {
 	cfg := group.DefaultLocalConfig()
 	cfg.Name = c.String("group")
+	if c.IsSet("address") {
+		cfg.Address = c.String("address")
+	}
 	if err := timingFlags(c, &cfg, true); err != nil {
 		return cfg, err
 	}

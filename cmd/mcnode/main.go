@@ -130,7 +130,7 @@ func newApp() *cli.App {
 			withCommon(runCommand()),
 			withCommon(lockCommand()),
 			withCommon(statusCommand()),
-			withCommon(demoCommand()),
+			asDemo(withCommon(demoCommand())),
 			withGroupDefault(withCommon(gameCommand()), "mcnode-game"),
 			benchCommand(),
 			fenceCommand(),
