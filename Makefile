@@ -40,6 +40,7 @@ fuzz:
 	$(GO) test ./seal -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 60s
 	$(GO) test ./group/sockfilter -run '^$$' -fuzz '^FuzzAddressed$$' -fuzztime 30s
 	$(GO) test ./group -run '^$$' -fuzz '^FuzzReceiveSealed$$' -fuzztime 120s
+	$(GO) test ./cmd/mcnode -run '^$$' -fuzz '^FuzzSentName$$' -fuzztime 30s
 
 # The multicast arbiter against every quorum protocol, side by side (a few
 # minutes; docs/BENCHMARKS.md shows one run). Add flags with ARGS=...

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -460,4 +462,26 @@ func TestControlLockNames(t *testing.T) {
 			t.Errorf("%q: %+v; want it refused with %q", tc.line, r, tc.want)
 		}
 	}
+}
+
+// FuzzSentName: sentName never panics on a request line, and where the name
+// it finds is valid UTF-8 it is the name encoding/json decoded: it differs
+// only where encoding/json replaced something.
+func FuzzSentName(f *testing.F) {
+	for _, s := range []string{
+		`{"op":"lock","name":"\ufffd"}`, `{"op":"lock","name":"\ud800"}`, `{"op":"lock","name":"\ud83d\ude00\ud800"}`,
+		"{\"op\":\"lock\",\"name\":\"\xff\xfe\"}", `{"name":"a\\u0000\ud800\\"}`, `{"name":1}`, `{"NAME":"\udc00x"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var req request
+		if json.Unmarshal(line, &req) != nil {
+			return
+		}
+		got := sentName(line, req.Name)
+		if utf8.ValidString(got) && got != req.Name {
+			t.Fatalf("line %q: sentName %q, valid UTF-8, but encoding/json decoded %q", line, got, req.Name)
+		}
+	})
 }
