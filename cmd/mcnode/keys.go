@@ -316,13 +316,13 @@ func (d daemonNode) keyIDs() ([]uint32, error) {
 }
 
 func (d daemonNode) installKey(k seal.Key) error {
-	return d.changeKeys(func(n keyedNode) error { return n.InstallKey(k) })
+	return d.changeKeys(func(n keyedNode) error { return n.InstallKey(k) }, false)
 }
 func (d daemonNode) useKey(id uint32) error {
-	return d.changeKeys(func(n keyedNode) error { return n.UseKey(id) })
+	return d.changeKeys(func(n keyedNode) error { return n.UseKey(id) }, false)
 }
 func (d daemonNode) removeKey(id uint32) error {
-	return d.changeKeys(func(n keyedNode) error { return n.RemoveKey(id) })
+	return d.changeKeys(func(n keyedNode) error { return n.RemoveKey(id) }, true)
 }
 
 // keyChanges makes one key change at a time in this process: a change
@@ -330,40 +330,55 @@ func (d daemonNode) removeKey(id uint32) error {
 // between the ring and the key file.
 var keyChanges sync.Mutex
 
-func (d daemonNode) changeKeys(change func(keyedNode) error) error {
+func (d daemonNode) changeKeys(change func(keyedNode) error, removal bool) error {
 	keyChanges.Lock()
 	defer keyChanges.Unlock()
 	k, err := d.keyed()
 	if err != nil {
 		return err
 	}
-	if err := change(k); err != nil {
-		if errors.Is(err, group.ErrNoKey) || errors.Is(err, node.ErrNoKey) {
+	var via keyedNode
+	if d.via != nil {
+		via = d.via
+	}
+	return changeNodeKeys(k, via, d.keyfile, change, removal)
+}
+
+// changeNodeKeys makes a key change on node k, then on via (quorum mode's
+// multicast group, if the peers came from one; nil if not), then writes
+// k's keys to keyfile ("" for none). A removal (removal true) of a key k
+// lacks is still made on via and in the key file, which a run that failed
+// between them left behind, before its seal.ErrNoSuchKey is returned: run
+// again, as mcnode keys says to, it repairs them.
+func changeNodeKeys(k, via keyedNode, keyfile string, change func(keyedNode) error, removal bool) error {
+	gone := func(err error) bool { return removal && errors.Is(err, seal.ErrNoSuchKey) }
+	missing := change(k)
+	if missing != nil && !gone(missing) {
+		if errors.Is(missing, group.ErrNoKey) || errors.Is(missing, node.ErrNoKey) {
 			return errNoKeys
 		}
-		return err
+		return missing
 	}
-	if d.via != nil {
+	if via != nil {
 		// Quorum mode found its peers through a multicast group: that
 		// group's sealing follows, or a restarted daemon, with the new key
 		// file, would not find them.
-		if err := change(d.via); err != nil && !errors.Is(err, group.ErrNoKey) {
+		if err := change(via); err != nil && !errors.Is(err, group.ErrNoKey) && !gone(err) {
 			// %v: its sentinels are not this change's (a key the group lacks is
 			// no key missing here).
 			return fmt.Errorf("the quorum links have the change, but the multicast group the peers came from does not: %v", err)
 		}
 	}
-	if d.keyfile == "" {
-		return nil
+	if keyfile != "" {
+		keys, err := k.KeyRing()
+		if err == nil {
+			err = seal.ReplaceKeyFile(keyfile, keys...)
+		}
+		if err != nil && missing == nil {
+			return &keyFileNotRewritten{path: keyfile, err: err}
+		}
 	}
-	keys, err := k.KeyRing()
-	if err == nil {
-		err = seal.ReplaceKeyFile(d.keyfile, keys...)
-	}
-	if err != nil {
-		return &keyFileNotRewritten{path: d.keyfile, err: err}
-	}
-	return nil
+	return missing
 }
 
 // printKeyIDs prints key IDs, one a line, marking the one sealing.

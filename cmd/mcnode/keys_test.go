@@ -76,22 +76,20 @@ func (f *fakeRing) installKey(k seal.Key) error { return f.ring.Install(k) }
 func (f *fakeRing) useKey(id uint32) error      { return f.ring.Use(id) }
 func (f *fakeRing) removeKey(id uint32) error   { return f.ring.Remove(id) }
 
-// racingRing is a fakeRing on which, right after the first list, another
-// request removes a key: a member's removal landing between a look at the
-// ring and a change to it.
+// racingRing is a fakeRing on which another request removes a key just
+// before the first removal of it: a member's removal landing between a
+// look at the ring and a change to it.
 type racingRing struct {
 	fakeRing
-	remove uint32
-	raced  bool
+	raced bool
 }
 
-func (r *racingRing) keyIDs() ([]uint32, error) {
-	ids, err := r.fakeRing.keyIDs()
+func (r *racingRing) removeKey(id uint32) error {
 	if !r.raced {
 		r.raced = true
-		_ = r.ring.Remove(r.remove)
+		_ = r.ring.Remove(id)
 	}
-	return ids, err
+	return r.fakeRing.removeKey(id)
 }
 
 // A removal that a member's removal of the same key overtakes is done, not
@@ -109,7 +107,7 @@ func TestRemoveOvertakenByAMember(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &racingRing{fakeRing: fakeRing{r}, remove: b.ID()}
+		return &racingRing{fakeRing: fakeRing{r}}
 	}
 	if ids, _, err := changeHere(ring(), request{Op: "key-remove", ID: bID}, members); err != nil || len(ids) != 1 {
 		t.Errorf("mcnode keys remove overtaken: %v, %v; want done", ids, err)
@@ -271,5 +269,52 @@ func TestREADMEGivesTheKeysTimeouts(t *testing.T) {
 		if m[1]+"s" != c.want.String() {
 			t.Errorf("the README says %s s (%q); the code waits %v", m[1], c.re, c.want)
 		}
+	}
+}
+
+// ringNode is a keyedNode over a ring in memory.
+type ringNode struct{ ring *seal.Ring }
+
+func (r ringNode) InstallKey(k seal.Key) error  { return r.ring.Install(k) }
+func (r ringNode) UseKey(id uint32) error       { return r.ring.Use(id) }
+func (r ringNode) RemoveKey(id uint32) error    { return r.ring.Remove(id) }
+func (r ringNode) KeyRing() ([]seal.Key, error) { return r.ring.Keys(), nil }
+
+// A removal that reached the quorum links and failed before the multicast
+// group the peers came from and the key file (or a run cut short between
+// them) is repaired by running it again, as mcnode keys says to: the node
+// that lacks the key already still removes it from the group and rewrites
+// the file, and reports the key gone here (seal.ErrNoSuchKey). Before, the
+// second run stopped at the node, and a restart brought the key back.
+func TestRemovalRunAgainRepairsGroupAndFile(t *testing.T) {
+	a, b := mustKey(t), mustKey(t)
+	links, err := seal.NewRing(a) // b removed here by the first run
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, err := seal.NewRing(a, b) // ... and not from the group
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "group.key")
+	if err := seal.WriteKeyFile(path, a, b); err != nil { // nor from the file
+		t.Fatal(err)
+	}
+	remove := func(n keyedNode) error { return n.RemoveKey(b.ID()) }
+	err = changeNodeKeys(ringNode{links}, ringNode{group}, path, remove, true)
+	if !errors.Is(err, seal.ErrNoSuchKey) {
+		t.Errorf("run again: %v, want seal.ErrNoSuchKey (gone here already)", err)
+	}
+	if ids, _ := (&fakeRing{group}).keyIDs(); len(ids) != 1 {
+		t.Errorf("the multicast group still has %d keys, want 1", len(ids))
+	}
+	keys, err := seal.LoadKeyFile(path)
+	if err != nil || len(keys) != 1 || keys[0].ID() != a.ID() {
+		t.Errorf("the key file holds %d keys (%v), want only the one kept", len(keys), err)
+	}
+	// Anything but a removal of a key the node lacks still stops there.
+	use := func(n keyedNode) error { return n.UseKey(b.ID()) }
+	if err := changeNodeKeys(ringNode{links}, ringNode{group}, path, use, false); !errors.Is(err, seal.ErrNoSuchKey) {
+		t.Errorf("key-use of a key the node lacks: %v", err)
 	}
 }

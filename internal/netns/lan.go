@@ -71,8 +71,10 @@ func NewLAN(t *testing.T, n int) *LAN {
 	if err != nil {
 		t.Fatalf("netns: %v", err)
 	}
-	// The alias names the creator from the start: a LAN whose creator is
-	// killed half-way through NewLAN is still found and removed.
+	// The alias names the creator as soon as the bridge exists (ip cannot
+	// set it in the same request): a LAN whose creator is killed half-way
+	// through NewLAN is still found and removed, unless it was killed
+	// between the two.
 	run("link", "add", lan.bridge, "type", "bridge", "mcast_snooping", "0")
 	run("link", "set", "dev", lan.bridge, "alias", aliasPrefix+creator)
 	noIPv6(t, lan.bridge)
@@ -288,9 +290,16 @@ const (
 )
 
 // processToken names a live process so that a later process reusing its PID
-// is not taken for it: the PID and the process's start time (field 22 of
-// /proc/PID/stat, in clock ticks since boot).
+// is not taken for it: its PID namespace, then the PID and the process's
+// start time (field 22 of /proc/PID/stat, in clock ticks since boot). A
+// process in another PID namespace (another container sharing the network
+// namespace) has a PID that means nothing here: its token never matches,
+// and its LANs are never taken for orphans (see alive).
 func processToken(pid int) (string, error) {
+	pidNS, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		return "", err
+	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return "", err
@@ -305,14 +314,21 @@ func processToken(pid int) (string, error) {
 	if len(fields) < 20 {
 		return "", fmt.Errorf("cannot read the start time in /proc/%d/stat", pid)
 	}
-	return fmt.Sprintf("%d/%s", pid, fields[19]), nil
+	return fmt.Sprintf("%s/%d/%s", pidNS, pid, fields[19]), nil
 }
 
-// alive reports whether the process a processToken names still runs.
+// alive reports whether the process a processToken names may still run:
+// false only if it was made in this process's PID namespace and no process
+// with that PID and start time runs there now.
 func alive(token string) bool {
-	pid, err := strconv.Atoi(strings.Split(token, "/")[0])
-	if err != nil {
+	parts := strings.Split(token, "/")
+	self, err := os.Readlink("/proc/self/ns/pid")
+	if len(parts) != 3 || err != nil || parts[0] != self {
 		return true // not ours to judge: leave the LAN alone
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return true
 	}
 	now, err := processToken(pid)
 	return err == nil && now == token

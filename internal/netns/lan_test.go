@@ -634,3 +634,25 @@ func ipOutput(t *testing.T, args ...string) string {
 	}
 	return string(out)
 }
+
+// alive judges only creators of its own PID namespace: a PID of another
+// (a container sharing the network namespace) names some other process
+// here, or none, and its LAN must be left alone.
+func TestAliveJudgesOnlyItsPIDNamespace(t *testing.T) {
+	self, err := processToken(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !alive(self) {
+		t.Errorf("this process (%s) is taken for dead", self)
+	}
+	ns := strings.Split(self, "/")[0]
+	if dead := ns + "/1/1"; alive(dead) {
+		t.Errorf("%s, PID 1 with another start time, is taken for alive", dead)
+	}
+	for _, foreign := range []string{"pid:[1]/1/1", "pid:[1]/" + strings.SplitN(self, "/", 2)[1], "garbage", ns + "/x/1"} {
+		if !alive(foreign) {
+			t.Errorf("%q is taken for dead: a LAN it names would be removed", foreign)
+		}
+	}
+}
