@@ -140,8 +140,10 @@
 // members, not yet removed, without a majority (it could then remove no one).
 // Nor is a voter admitted while another voter was never heard by the server
 // taking part (any message but a join request): the group holds at most one
-// such newcomer, so that a flood of forged join requests, silent once
-// admitted, cannot fill the view with members it cannot remove.
+// such newcomer, so that a flood of forged join requests that send nothing
+// else cannot fill the view with members it cannot remove. (A sender that
+// also speaks as each member it was admitted as is a rogue member: without a
+// group key, nothing stops it.)
 //
 // Observers. A member that joins as an observer (Config.Observer: a
 // script's lock) takes locks and holds a lease like any other, but every

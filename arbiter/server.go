@@ -1109,7 +1109,9 @@ func (n *Node) vouch(m *member) {
 // admit 5 voters while their copies came in, and with half of it silent
 // the group could remove none and stopped for good. Now a flood of them
 // holds at most one such voter in the group, for as long as a silent
-// member takes to be removed. A voter heard once that died since is the
+// member takes to be removed. (One that also sends a datagram as each member
+// it was admitted as is vouched for, and can still stop a group without a
+// key: it is a rogue member, which only a key keeps out.) A voter heard once that died since is the
 // majority check's case, as before (a member restarting must not wait for
 // its old incarnation's removal).
 func (n *Node) unvouchedVoter() bool {
