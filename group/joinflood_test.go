@@ -34,15 +34,7 @@ func TestJoinFloodFromManyPorts(t *testing.T) {
 	cfg.Name = "join-flood"
 	cfg.Address = "239.192.77.5:7946"
 	const members = 5
-	var gs []*group.Group
-	for i := 0; i < members; i++ {
-		g, err := group.Join(ctx, cfg)
-		if err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		defer g.Close()
-		gs = append(gs, g)
-	}
+	gs := joinReal(t, ctx, cfg, members)
 	rogue := newRogue(t, cfg)
 	deadline := time.Now().Add(5 * time.Second)
 	var h wire.Header
@@ -61,43 +53,19 @@ func TestJoinFloodFromManyPorts(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	var entries atomic.Int64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for i, g := range gs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				l, err := g.Acquire(ctx, "r")
-				if err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("node %d: Acquire: %v", i, err)
-					}
-					return
-				}
-				_ = l.Release()
-				entries.Add(1)
-			}
-		}()
-	}
+	loop := startLockLoop(t, ctx, gs)
 	defer func() {
-		close(stop)
 		cancel() // a group that stopped would hold the loops' Acquire
-		wg.Wait()
+		loop.halt()
 	}()
+	entries := &loop.entries
 
 	// The most voters any member counts, sampled through the flood.
 	var mostVoters atomic.Int64
 	go func() {
 		for {
 			select {
-			case <-stop:
+			case <-loop.stop:
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
@@ -190,5 +158,7 @@ func TestJoinFloodFromManyPorts(t *testing.T) {
 	if v := mostVoters.Load(); v > members+1 {
 		t.Errorf("a member counted %d voters during the flood: more than one forged", v)
 	}
+	loop.halt()
+	loop.checkOverlaps(t)
 	t.Logf("%d critical sections during the flood, at most %d voters", during, mostVoters.Load())
 }

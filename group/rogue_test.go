@@ -268,15 +268,7 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 	cfg.Address = address
 	cfg.Keys = keys
 	keyed := len(keys) > 0
-	var gs []*group.Group
-	for i := 0; i < 3; i++ {
-		g, err := group.Join(ctx, cfg)
-		if err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		defer g.Close()
-		gs = append(gs, g)
-	}
+	gs := joinReal(t, ctx, cfg, 3)
 	rogue := newRogue(t, cfg)
 
 	// The lock in use: gs[0] holds "held" throughout; gs[1] waits for it.
@@ -300,45 +292,8 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 	}()
 
 	// The grants that must keep flowing: every node takes "r" in turn.
-	type interval struct{ from, to time.Time }
-	var mu sync.Mutex
-	var spans []interval
-	var entries atomic.Int64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for i, g := range gs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				l, err := g.Acquire(ctx, "r")
-				if err != nil {
-					t.Errorf("node %d: Acquire: %v", i, err)
-					return
-				}
-				from := time.Now()
-				time.Sleep(time.Millisecond)
-				to := time.Now()
-				if l.Err() != nil {
-					t.Errorf("node %d lost r while holding it: %v", i, l.Err())
-				}
-				_ = l.Release()
-				mu.Lock()
-				spans = append(spans, interval{from, to})
-				mu.Unlock()
-				entries.Add(1)
-			}
-		}()
-	}
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	loop := startLockLoop(t, ctx, gs)
+	defer loop.halt()
 
 	st0, err := gs[0].Status()
 	if err != nil {
@@ -549,9 +504,9 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 		}...)
 	}
 	for _, a := range attacks {
-		entered, before := entries.Load(), drops()
+		entered, before := loop.entries.Load(), drops()
 		a.run()
-		waitFor(a.name+": grants flow on", func() bool { return entries.Load() >= entered+5 })
+		waitFor(a.name+": grants flow on", func() bool { return loop.entries.Load() >= entered+5 })
 		waitFor(a.name+": counted as "+a.drop, func() bool { return drops()[a.drop] > before[a.drop] })
 		waitFor(a.name+": counted as a drop", func() bool { return dropped(drops()) > dropped(before) })
 		select {
@@ -586,18 +541,8 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 	case <-time.After(grantBound):
 		t.Fatal("the waiter was not granted the lock its holder released")
 	}
-	close(stop)
-	wg.Wait()
-	stop = make(chan struct{})
-
-	mu.Lock()
-	slices.SortFunc(spans, func(a, b interval) int { return a.from.Compare(b.from) })
-	for i := 1; i < len(spans); i++ {
-		if spans[i].from.Before(spans[i-1].to) {
-			t.Errorf("two holders of r: %v–%v and %v–%v", spans[i-1].from, spans[i-1].to, spans[i].from, spans[i].to)
-		}
-	}
-	mu.Unlock()
+	loop.halt()
+	loop.checkOverlaps(t)
 	waitFor("every member agrees", func() bool {
 		var sts []group.Status
 		for _, g := range gs {
@@ -628,4 +573,90 @@ func rogueRun(t *testing.T, keys []seal.Key, address string) {
 		t.Error("a member sent its state to the rogue")
 	}
 	rogue.mu.Unlock()
+}
+
+// lockLoop has every node of a group take lock "r" in turn, hold it for a
+// millisecond and release it, until halted, and records each critical
+// section.
+type lockLoop struct {
+	entries atomic.Int64
+	mu      sync.Mutex
+	spans   []interval
+	stop    chan struct{}
+	halted  sync.Once
+	wg      sync.WaitGroup
+}
+
+type interval struct{ from, to time.Time }
+
+func startLockLoop(t *testing.T, ctx context.Context, gs []*group.Group) *lockLoop {
+	l := &lockLoop{stop: make(chan struct{})}
+	for i, g := range gs {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				lease, err := g.Acquire(ctx, "r")
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("node %d: Acquire: %v", i, err)
+					}
+					return
+				}
+				from := time.Now()
+				time.Sleep(time.Millisecond)
+				to := time.Now()
+				if lease.Err() != nil {
+					t.Errorf("node %d lost r while holding it: %v", i, lease.Err())
+				}
+				_ = lease.Release()
+				l.mu.Lock()
+				l.spans = append(l.spans, interval{from, to})
+				l.mu.Unlock()
+				l.entries.Add(1)
+			}
+		}()
+	}
+	return l
+}
+
+// halt stops the loops and waits for them; a group that stopped granting
+// holds them in Acquire until the context given ends.
+func (l *lockLoop) halt() {
+	l.halted.Do(func() { close(l.stop) })
+	l.wg.Wait()
+}
+
+// checkOverlaps fails the test if two critical sections overlapped.
+func (l *lockLoop) checkOverlaps(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	slices.SortFunc(l.spans, func(a, b interval) int { return a.from.Compare(b.from) })
+	for i := 1; i < len(l.spans); i++ {
+		if l.spans[i].from.Before(l.spans[i-1].to) {
+			t.Errorf("two holders of r: %v–%v and %v–%v", l.spans[i-1].from, l.spans[i-1].to, l.spans[i].from, l.spans[i].to)
+		}
+	}
+}
+
+// joinReal starts n members of cfg's group on real multicast, closed when
+// the test ends.
+func joinReal(t *testing.T, ctx context.Context, cfg group.Config, n int) []*group.Group {
+	t.Helper()
+	var gs []*group.Group
+	for i := 0; i < n; i++ {
+		g, err := group.Join(ctx, cfg)
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		t.Cleanup(func() { g.Close() })
+		gs = append(gs, g)
+	}
+	return gs
 }
