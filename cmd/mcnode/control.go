@@ -267,7 +267,11 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 	case "lock":
 		// The name check mcnode lock makes, for a client that is not
 		// mcnode lock, on the name as sent.
-		if err := checkLockName(sentName(line, req.Name)); err != nil {
+		name, err := sentName(line, req.Name)
+		if err == nil {
+			err = checkLockName(name)
+		}
+		if err != nil {
 			_ = enc.Encode(response{Error: err.Error()})
 			return
 		}
@@ -295,18 +299,19 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 // which checkLockName finds valid UTF-8. Only a name with U+FFFD in it
 // can have been changed so: it is then decoded again, keeping those bytes
 // (a lone half as its three bytes, which are not UTF-8 either), for the
-// check to see.
-func sentName(line []byte, decoded string) string {
+// check to see. A name given again as something else than a string (null
+// leaves the decoded string as it was, from an earlier key) is refused.
+func sentName(line []byte, decoded string) (string, error) {
 	if !strings.ContainsRune(decoded, utf8.RuneError) {
-		return decoded
+		return decoded, nil
 	}
 	var raw struct {
 		Name json.RawMessage `json:"name"`
 	}
 	if json.Unmarshal(line, &raw) != nil || len(raw.Name) < 2 || raw.Name[0] != '"' {
-		return decoded
+		return "", errors.New("the lock name must be given once, as a JSON string")
 	}
-	return unquoteKeeping(raw.Name[1 : len(raw.Name)-1])
+	return unquoteKeeping(raw.Name[1 : len(raw.Name)-1]), nil
 }
 
 // unquoteKeeping decodes the body of a JSON string literal (valid JSON:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -456,6 +456,8 @@ func TestControlLockNames(t *testing.T) {
 		{`{"op":"lock","name":"` + "\xef\xbf" + `"}`, "is not valid UTF-8"}, // U+FFFD cut short
 		{`{"op":"lock","name":""}`, "the lock name is empty"},
 		{`{"op":"lock"}`, "the lock name is empty"},
+		{`{"op":"lock","name":"` + "\xff" + `","name":null}`, "given once, as a JSON string"},
+		{`{"op":"lock","name":"\ud800","Name":null}`, "given once, as a JSON string"},
 		{`{"op":"lock","name":"` + strings.Repeat("n", maxLockName+1) + `"}`, "longer than the limit"},
 	} {
 		if r := ask(tc.line); r.OK || !strings.Contains(r.Error, tc.want) {
@@ -464,24 +466,39 @@ func TestControlLockNames(t *testing.T) {
 	}
 }
 
-// FuzzSentName: sentName never panics on a request line, and where the name
-// it finds is valid UTF-8 it is the name encoding/json decoded: it differs
-// only where encoding/json replaced something.
+// FuzzSentName: sentName never panics on a request line, and a line made
+// from any name (its bytes as they are, but for the escapes JSON needs)
+// gives back that name exactly: bytes that are not UTF-8 included, which
+// encoding/json replaces.
 func FuzzSentName(f *testing.F) {
 	for _, s := range []string{
 		`{"op":"lock","name":"\ufffd"}`, `{"op":"lock","name":"\ud800"}`, `{"op":"lock","name":"\ud83d\ude00\ud800"}`,
-		"{\"op\":\"lock\",\"name\":\"\xff\xfe\"}", `{"name":"a\\u0000\ud800\\"}`, `{"name":1}`, `{"NAME":"\udc00x"}`,
+		"{\"op\":\"lock\",\"name\":\"\xff\xfe\"}", `{"name":"a\\u0000\ud800\\"}`, `{"name":1}`, `{"NAME":"\udc00x","name":null}`,
 	} {
-		f.Add([]byte(s))
+		f.Add([]byte(s), []byte("\xff\"\\\x00\ufffd\n"))
 	}
-	f.Fuzz(func(t *testing.T, line []byte) {
+	f.Fuzz(func(t *testing.T, line, name []byte) {
 		var req request
-		if json.Unmarshal(line, &req) != nil {
-			return
+		if json.Unmarshal(line, &req) == nil {
+			_, _ = sentName(line, req.Name)
 		}
-		got := sentName(line, req.Name)
-		if utf8.ValidString(got) && got != req.Name {
-			t.Fatalf("line %q: sentName %q, valid UTF-8, but encoding/json decoded %q", line, got, req.Name)
+		var built []byte
+		for _, b := range name {
+			switch {
+			case b == '"' || b == '\\':
+				built = append(built, '\\', b)
+			case b < 0x20:
+				built = fmt.Appendf(built, "\\u%04x", b)
+			default:
+				built = append(built, b)
+			}
+		}
+		line = append(append([]byte(`{"op":"lock","name":"`), built...), `"}`...)
+		if err := json.Unmarshal(line, &req); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if got, err := sentName(line, req.Name); err != nil || got != string(name) {
+			t.Fatalf("line %q: sentName %q, %v; want %q", line, got, err, name)
 		}
 	})
 }

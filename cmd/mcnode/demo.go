@@ -80,6 +80,28 @@ func asDemo(cmd *cli.Command) *cli.Command {
 	return withGroupDefault(cmd, "mcnode-demo")
 }
 
+// onCommandLine reports whether flag name was given on the command line:
+// set, and not by one of its environment variables (with both, the
+// variable's is taken for it). A variable exported for the daemons of this
+// host must not make the demo refuse what its user never typed.
+func onCommandLine(c *cli.Context, name string) bool {
+	if !c.IsSet(name) {
+		return false
+	}
+	for _, f := range c.Command.Flags {
+		env, ok := f.(interface{ GetEnvVars() []string })
+		if !ok || !slices.Contains(f.Names(), name) {
+			continue
+		}
+		for _, v := range env.GetEnvVars() {
+			if _, set := os.LookupEnv(v); set {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func demoAction(c *cli.Context) error {
 	nodes, resources := c.Int("nodes"), c.Int("resources")
 	switch {
@@ -98,7 +120,7 @@ func demoAction(c *cli.Context) error {
 	}
 	if m == modeQuorum {
 		for _, f := range demoMulticastOnly {
-			if c.IsSet(f) {
+			if onCommandLine(c, f) {
 				return usage("--%s applies to the demo's multicast mode only: its quorum nodes run with their protocol's own timings (drop --%s, or run the demo in multicast mode)", f, f)
 			}
 		}
@@ -110,7 +132,7 @@ func demoAction(c *cli.Context) error {
 		return err
 	}
 	if m == modeMulticast && nodes > base.MaxMembers {
-		return usage("--nodes %d is more than --max-members %d: the group would refuse the rest", nodes, base.MaxMembers)
+		return usage("--nodes %d is more than --max-members %d (given here or by MCNODE_MAX_MEMBERS): the group would refuse the rest", nodes, base.MaxMembers)
 	}
 	if m == modeQuorum {
 		qcfg := node.Config{Protocol: c.String("algo"), Coterie: c.String("coterie"), Peers: make([]string, nodes)}
@@ -123,6 +145,13 @@ func demoAction(c *cli.Context) error {
 		return err
 	}
 	if !c.Bool("host-network") && m != modeQuorum {
+		if path := c.String("keyfile"); path != "" && !netns.Inside() {
+			// Read only in the namespace (below); a file that is not
+			// there is said before one is made.
+			if _, err := os.Stat(path); err != nil {
+				return usage("--keyfile: %v", err)
+			}
+		}
 		if !netns.Inside() {
 			return reexecInNamespace()
 		}

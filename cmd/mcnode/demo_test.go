@@ -29,6 +29,9 @@ func TestDemoRefusesBadFlags(t *testing.T) {
 		{[]string{"--address", "1.2.3.4:5"}, `--address "1.2.3.4:5" is not an IPv4 multicast address`},
 		{[]string{"--group", ""}, "--group is empty"},
 		{[]string{"--mode", "quorum", "--keyfile", "/nonexistent"}, "--keyfile: seal: key file: open /nonexistent"},
+		// In multicast mode the key is read in the namespace: a missing
+		// file is said before one is made.
+		{[]string{"--keyfile", "/nonexistent"}, "--keyfile: stat /nonexistent"},
 		{[]string{"--mode", "quorum", "--group", ""}, "--group is empty"},
 		// Quorum mode's nodes take no multicast timings.
 		{[]string{"--mode", "quorum", "--lease", "2s"}, "--lease applies to the demo's multicast mode only"},
@@ -47,6 +50,11 @@ func TestDemoRefusesBadFlags(t *testing.T) {
 		if code != exitUsage || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, tc.want) {
 			t.Errorf("mcnode %q: status %d, output %q; want status 2 and one line with %q", args, code, out, tc.want)
 		}
+	}
+	// A variable exported for this host's daemons is no flag its user
+	// typed: quorum mode leaves it unused rather than refuse.
+	if out, code := mcnodeLocalIn("", []string{"MCNODE_LEASE=2s"}, append(short, "--mode", "quorum")...); code != 0 {
+		t.Errorf("MCNODE_LEASE=2s mcnode demo --mode quorum: status %d, output %q; want it run", code, out)
 	}
 	help, _ := mcnodeLocal("demo", "--help")
 	for _, flag := range []string{"--ttl", "--bind", "--state-dir", "--socket", "--join-timeout", "--peers", "--node-id", "--listen", "--quorum-size"} {
