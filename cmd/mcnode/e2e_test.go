@@ -38,7 +38,8 @@ type cluster struct {
 	lan     *netns.LAN
 	dir     string
 	daemons []*exec.Cmd
-	env     func(i int) []string // more environment for host i's commands
+	env     func(i int) []string       // more environment for host i's commands
+	daemon  func(i int, cmd *exec.Cmd) // adjusts host i's daemon before it starts
 }
 
 func newCluster(t *testing.T, hosts, daemons int) *cluster {
@@ -96,6 +97,9 @@ func (c *cluster) startDaemon(i int) {
 		c.t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if c.daemon != nil {
+		c.daemon(i, cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
@@ -291,13 +295,26 @@ func TestE2EQuorumCounterUnderLock(t *testing.T) {
 
 // TestE2EQuorumPeersFromGroup: quorum mode without --peers takes its nodes
 // from the multicast group's membership (--quorum-size). With a group key:
-// the multicast group is sealed, the quorum links are TLS.
+// the multicast group is sealed, the quorum links are TLS. The last host's
+// daemon reads its key from a pipe, which can be read once: its node and
+// the group it finds its peers in take the same keys (the group read the
+// file again, found it empty, and the daemon stopped).
 func TestE2EQuorumPeersFromGroup(t *testing.T) {
 	const hosts = 3
 	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
 	keyfile := filepath.Join(c.dir, "group.key")
 	if out, err := c.mcnode(0, "keygen", keyfile).CombinedOutput(); err != nil {
 		t.Fatalf("mcnode keygen: %v: %s", err, out)
+	}
+	key, err := os.ReadFile(keyfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.daemon = func(i int, cmd *exec.Cmd) {
+		if i == hosts-1 {
+			cmd.Args = append(cmd.Args, "--keyfile", "/dev/stdin")
+			cmd.Stdin = bytes.NewReader(key)
+		}
 	}
 	c.env = func(int) []string {
 		return []string{"MCNODE_MODE=quorum", "MCNODE_ALGO=kakugawa", "MCNODE_COTERIE=majority", fmt.Sprintf("MCNODE_QUORUM_SIZE=%d", hosts),

@@ -123,6 +123,13 @@ func usage(format string, args ...any) error {
 
 // groupConfig builds the runtime's config from the flags.
 func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
+	return groupConfigKeyed(c, log, func() ([]seal.Key, error) { return keyfileKeys(c) })
+}
+
+// groupConfigKeyed is groupConfig with the group's keys from keys: quorum
+// mode's discovery group takes those its node read, since a --keyfile that
+// is a pipe (<(...)) can be read once.
+func groupConfigKeyed(c *cli.Context, log zerolog.Logger, keys func() ([]seal.Key, error)) (group.Config, error) {
 	cfg := group.DefaultLANConfig()
 	cfg.Name = c.String("group")
 	cfg.Address = c.String("address")
@@ -136,7 +143,7 @@ func groupConfig(c *cli.Context, log zerolog.Logger) (group.Config, error) {
 	cfg.TimestampFile = timestampFile(c, log)
 	cfg.Logger = log
 	var err error
-	if cfg.Keys, err = keyfileKeys(c); err != nil {
+	if cfg.Keys, err = keys(); err != nil {
 		return cfg, err
 	}
 	if cfg.Interface == "" {

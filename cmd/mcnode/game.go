@@ -21,6 +21,7 @@ import (
 	"github.com/mcnode/mcnode/internal/localgroup"
 	"github.com/mcnode/mcnode/internal/netns"
 	"github.com/mcnode/mcnode/quorumfallback/node"
+	"github.com/mcnode/mcnode/seal"
 )
 
 // localBotName is the names the bots of a local game take.
@@ -164,7 +165,7 @@ func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, f
 			cfg.Quorum, err = quorumConfig(c, log)
 			if err == nil && c.String("peers") == "" {
 				var g group.Config
-				g, err = groupConfig(c, log)
+				g, err = groupConfigKeyed(c, log, func() ([]seal.Key, error) { return cfg.Quorum.Keys, nil })
 				g.TimestampFile = "" // as below
 				discover = &g
 			}

@@ -292,7 +292,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 	}
 	var discover *group.Config // where to find the peers, without --peers
 	if c.String("peers") == "" {
-		gcfg, err := groupConfig(c, log)
+		gcfg, err := groupConfigKeyed(c, log, func() ([]seal.Key, error) { return cfg.Keys, nil })
 		if err != nil {
 			release()
 			return nil, "", nil, err
