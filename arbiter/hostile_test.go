@@ -806,8 +806,9 @@ func TestCutOffVotersAskTheUnknownServerBeforeRejoining(t *testing.T) {
 // voter that was never heard in the group at a time: the voters the group
 // admitted never outnumber what it can remove, the locks keep flowing
 // through the flood, and every forged member is removed afterwards. Before,
-// the copies of each request counted as life: the group admitted forged
-// voters until half of it was silent, and stopped.
+// each forged member counted as alive from its admission for the requests
+// already waiting: the group admitted forged voters until half of it was
+// silent, and stopped.
 func TestJoinFloodDoesNotStopTheGroup(t *testing.T) {
 	for seed := int64(1); seed <= 5; seed++ {
 		s := newGroup(t, 5, seed, nil)

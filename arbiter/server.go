@@ -1103,17 +1103,18 @@ func (n *Node) vouch(m *member) {
 // heard by it taking part in the group (any message but a join request): a
 // newcomer not yet known to be alive. A server admits one such voter at a
 // time: the next waits until it is heard, or is removed as silent. The
-// majority check (liveMajorityWith) counts any datagram heard as life, and
-// the copies of a join request count: forged join requests from 300 ports
-// of one host, which sent nothing else once admitted, made a group of 5
-// admit 5 voters while their copies came in, and with half of it silent
-// the group could remove none and stopped for good. Now a flood of them
-// holds at most one such voter in the group, for as long as a silent
-// member takes to be removed. (One that also sends a datagram as each member
-// it was admitted as is vouched for, and can still stop a group without a
-// key: it is a rogue member, which only a key keeps out.) A voter heard once that died since is the
-// majority check's case, as before (a member restarting must not wait for
-// its old incarnation's removal).
+// majority check (liveMajorityWith) alone does not stop that: a newcomer
+// counts as heard when it is admitted, so the join requests already waiting
+// saw each one admitted before them as alive. Forged join requests from 300
+// ports of one host, which sent nothing else, made a group of 5 admit 5
+// voters that way, and with half of it silent the group could remove none
+// and stopped for good. Now a flood of them holds at most one such voter in
+// the group, for as long as a silent member takes to be removed. (One that
+// also sends a datagram as each member it was admitted as is vouched for,
+// and can still stop a group without a key: it is a rogue member, which
+// only a key keeps out.) A voter heard once that died since is the majority
+// check's case, as before (a member restarting must not wait for its old
+// incarnation's removal).
 func (n *Node) unvouchedVoter() bool {
 	for _, m := range n.st.members {
 		if !m.observer && m.id != n.id && n.vouched[m.id] != m.inc {
