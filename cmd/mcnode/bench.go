@@ -71,8 +71,8 @@ type benchPlan struct {
 }
 
 func parseBench(c *cli.Context) (*benchPlan, error) {
-	if c.NArg() > 0 {
-		return nil, usage("bench takes no arguments, got %q", c.Args().First())
+	if err := noArguments(c); err != nil {
+		return nil, err
 	}
 	p := &benchPlan{json: c.Bool("json"), plots: c.String("plots"), format: c.String("plot-format")}
 	var err error
@@ -89,7 +89,7 @@ func parseBench(c *cli.Context) (*benchPlan, error) {
 	if p.setups, err = bench.Setups(protos, strings.Split(c.String("coteries"), ",")); err != nil {
 		return nil, usage("%v", err)
 	}
-	if p.ns, err = sizes("--n", c.String("n"), 32); err != nil {
+	if p.ns, err = sizes("-n", c.String("n"), 32); err != nil {
 		return nil, err
 	}
 	if p.simNs, err = sizes("--sim-n", c.String("sim-n"), 1024); err != nil {

@@ -85,7 +85,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "--memory-locks", "0"}, "--memory-locks 0"},
 		{[]string{"lock", "--mode", "quorum", "--no-daemon", "x", "--", "true"}, "--no-daemon does not work in quorum mode"},
 		{[]string{"demo", "--mode", "quorum", "--peers", "a:1"}, "flag provided but not defined: -peers (see mcnode demo --help)"},
-		{[]string{"bench", "--n", "64"}, "--n: \"64\" is not a group size from 2 to 32"},
+		{[]string{"bench", "--n", "64"}, "-n: \"64\" is not a group size from 2 to 32"},
 		{[]string{"bench", "--sim-n", "1"}, "--sim-n"},
 		{[]string{"bench", "--layers", "cloud"}, "--layers"},
 		{[]string{"bench", "--loads", "medium"}, "--loads"},
@@ -124,6 +124,12 @@ func TestUsageErrors(t *testing.T) {
 		// The program's name once appeared twice here.
 		{[]string{"--verbose"}, "(see mcnode --help)"},
 		{[]string{"version", "extra"}, "version takes no arguments"},
+		// Flags after an argument are not parsed: without the check, this
+		// would run a daemon in the group "mcnode".
+		{[]string{"run", "-i", "lo", "build-farm"}, `run takes no arguments, got "build-farm" (flags go before any argument)`},
+		{[]string{"demo", "extra"}, `demo takes no arguments, got "extra"`},
+		{[]string{"status", "extra"}, `status takes no arguments, got "extra"`},
+		{[]string{"keys", "list", "extra"}, `keys list takes no arguments, got "extra"`},
 	}
 	for _, tc := range cases {
 		out, code := mcnodeLocal(tc.args...)

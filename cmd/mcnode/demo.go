@@ -103,6 +103,9 @@ func onCommandLine(c *cli.Context, name string) bool {
 }
 
 func demoAction(c *cli.Context) error {
+	if err := noArguments(c); err != nil {
+		return err
+	}
 	nodes, resources := c.Int("nodes"), c.Int("resources")
 	switch {
 	case nodes < 1 || nodes > 64:

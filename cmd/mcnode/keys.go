@@ -522,8 +522,13 @@ func keysCommand() *cli.Command {
 		Action:       unknownCommand("mcnode keys"),
 		Subcommands: []*cli.Command{
 			withCommon(&cli.Command{Name: "list", Usage: "list the key IDs, the one sealing first",
-				Flags:  []cli.Flag{local},
-				Action: func(c *cli.Context) error { return do(c, scope(c, request{Op: "keys"})) }}),
+				Flags: []cli.Flag{local},
+				Action: func(c *cli.Context) error {
+					if err := noArguments(c); err != nil {
+						return err
+					}
+					return do(c, scope(c, request{Op: "keys"}))
+				}}),
 			withCommon(&cli.Command{Name: "install", Usage: "accept a new key from a key file made by mcnode keygen; the other members read it at the same path on their hosts", ArgsUsage: "KEYFILE",
 				Flags: []cli.Flag{local},
 				Action: func(c *cli.Context) error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -94,6 +95,16 @@ func unknownCommand(cmd string) cli.ActionFunc {
 		}
 		return usage("unknown command %q for %s (see %s --help)", c.Args().First(), cmd, cmd)
 	}
+}
+
+// noArguments refuses arguments to a command that takes none. Flags after
+// an argument are not parsed, so "mcnode run -i lo build-farm" would
+// otherwise quietly run in the default group.
+func noArguments(c *cli.Context) error {
+	if c.Args().Present() {
+		return usage("%s takes no arguments, got %q (flags go before any argument)", strings.TrimPrefix(c.Command.HelpName, "mcnode "), c.Args().First())
+	}
+	return nil
 }
 
 // withCommon gives a command the shared group and logging flags, after its

@@ -39,6 +39,9 @@ func runCommand() *cli.Command {
 				Usage: "found the group if no member answers, even if this host was a member when its daemon last stopped without leaving (the whole group stopped: make sure no member still runs)"},
 		},
 		Action: func(c *cli.Context) error {
+			if err := noArguments(c); err != nil {
+				return err
+			}
 			log, err := logger(c)
 			if err != nil {
 				return err

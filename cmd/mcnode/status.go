@@ -154,6 +154,9 @@ func statusCommand() *cli.Command {
 			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "with --watch: how often"},
 		},
 		Action: func(c *cli.Context) error {
+			if err := noArguments(c); err != nil {
+				return err
+			}
 			if _, err := logger(c); err != nil {
 				return err
 			}

@@ -72,8 +72,8 @@ func versionCommand() *cli.Command {
 		Name:  "version",
 		Usage: "print mcnode's version, the commit it was built from and the Go that built it (as --version does)",
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usage("version takes no arguments")
+			if err := noArguments(c); err != nil {
+				return err
 			}
 			cli.ShowVersion(c)
 			return nil
