@@ -38,6 +38,17 @@ func mcnodeLocalIn(dir string, env []string, args ...string) (string, int) {
 	return string(out), 0
 }
 
+// The multicast settings a quorum node given --peers refuses on its
+// command line are left unused when a variable sets them: exported for
+// this host's multicast daemons, they must not stop a quorum node.
+func TestQuorumNodeLeavesMulticastVariablesUnused(t *testing.T) {
+	env := []string{"MCNODE_TICK=20ms", "MCNODE_INTERFACE=lo", "MCNODE_FOUND=1", "MCNODE_COTERIE=grid", "MCNODE_ALGO=central"}
+	out, code := mcnodeLocalIn("", env, "run", "--mode", "quorum", "--peers", "a:1,b:2")
+	if code != exitUsage || !strings.Contains(out, "--node-id -1") {
+		t.Errorf("status %d, output %q; want status 2 for the missing --node-id only", code, out)
+	}
+}
+
 // Bad flags and arguments give one line naming the problem, and status 2.
 func TestUsageErrors(t *testing.T) {
 	cases := []struct {
@@ -78,6 +89,14 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1", "--node-id", "0", "--coterie", "ring"}, "--coterie: unknown coterie"},
 		{[]string{"run", "--mode", "quorum", "--quorum-size", "3"}, "no --interface"},
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--quorum-size", "2"}, "--peers and --quorum-size both"},
+		// A quorum node given its peers joins no multicast group: what
+		// sets one up is refused, not ignored, as is a coterie that a
+		// protocol without quorums would ignore.
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--tick", "20ms"}, "--tick applies to the multicast group, which a quorum node given --peers does not join"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "-i", "lo"}, "--interface applies to the multicast group"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--found"}, "--found applies to the multicast group"},
+		{[]string{"game", "--headless", "--bot", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--heartbeat", "1s"}, "--heartbeat applies to the multicast group"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--algo", "central", "--coterie", "grid"}, "--coterie applies to maekawa, cao-singhal and kakugawa only, not to central"},
 		{[]string{"run", "--interface", "lo", "--listen", "127.0.0.1:0"}, "--listen applies to quorum mode only"},
 		{[]string{"run", "--mode", "quorum", "--quorum-size", "3", "--listen", "127.0.0.1:0"}, "--listen goes with --peers"},
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--listen", "no-port"}, "--listen no-port"},

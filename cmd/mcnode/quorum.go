@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,8 +70,26 @@ func mode(c *cli.Context) (string, error) {
 	}
 }
 
+// multicastOnly are the flags that mean nothing to a quorum-mode node given
+// its --peers: they set up the multicast group, which such a node does not
+// join (with --quorum-size it does, to find its peers, and takes them all).
+var multicastOnly = []string{"address", "interface", "bind", "ttl", "tick", "turn-length", "turn-timeout", "max-members",
+	"retry", "heartbeat", "takeover-timeout", "join-timeout", "rate-limit", "found"}
+
 // quorumConfig builds a quorum-mode node's config from the flags.
 func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
+	// Typed ones only: an MCNODE_ variable exported for this host's
+	// multicast daemons must not stop a quorum node its user started.
+	if c.String("peers") != "" {
+		for _, f := range multicastOnly {
+			if onCommandLine(c, f) {
+				return node.Config{}, usage("--%s applies to the multicast group, which a quorum node given --peers does not join: drop --%s (with --quorum-size instead of --peers the node finds its peers in that group, and takes it)", f, f)
+			}
+		}
+	}
+	if algo := c.String("algo"); slices.Contains(protocols.Names(), algo) && !protocols.UsesCoterie(algo) && onCommandLine(c, "coterie") {
+		return node.Config{}, usage("--coterie applies to maekawa, cao-singhal and kakugawa only, not to %s: drop --coterie", algo)
+	}
 	cfg := node.Config{Group: c.String("group"), Protocol: c.String("algo"), Coterie: c.String("coterie"),
 		Self: c.Int("node-id"), Logger: log,
 		// The failure handling's leases (Maekawa, Cao-Singhal), as multicast mode's.
@@ -220,9 +239,29 @@ func quorumStatus(l mcnode.Locker, n *node.Node) (*statusView, error) {
 		return nil, err
 	}
 	v := &statusView{Group: st.Group, Mode: modeQuorum, Protocol: st.Protocol, Coterie: st.Coterie, Quorum: st.Quorum, Self: st.Self,
-		Addr: st.Addr, Sent: map[string]int64{}, Received: st.Received, Dropped: st.Dropped, Margin: ns.LeaseMargin.Milliseconds()}
+		Addr: st.Addr, Sent: map[string]int64{}, Received: st.Received, Dropped: st.Dropped, Margin: ns.LeaseMargin.Milliseconds(),
+		QuorumHeld: ns.Reachable}
+	var down []string
 	for _, m := range st.Members {
-		v.Members = append(v.Members, memberView{ID: m.ID, Addr: m.Addr})
+		mv := memberView{ID: m.ID, Addr: m.Addr}
+		if i := int(m.ID); i != ns.Self && i < len(ns.Links) {
+			mv.Link = "up"
+			if !ns.Links[i].Up {
+				mv.Link = "down"
+				down = append(down, fmt.Sprintf("node %d", i))
+			}
+		}
+		v.Members = append(v.Members, mv)
+	}
+	// What mcnode lock waits on: a lock is taken only while the links to
+	// the nodes this one asks are up (node.Status.Reachable).
+	switch {
+	case ns.Reachable:
+		v.QuorumText = "reaches the nodes it asks for a lock"
+	case len(down) > 0:
+		v.QuorumText = "cannot reach the nodes it asks for a lock, and takes none (links down: " + strings.Join(down, ", ") + ")"
+	default:
+		v.QuorumText = "cannot take a lock yet: its links are up, and it waits for the nodes it asks to admit it"
 	}
 	for _, name := range st.Held {
 		v.Resources = append(v.Resources, resourceView{Name: name, Holder: st.Self})

@@ -47,6 +47,16 @@ func quorumFailover(t *testing.T, algo string) {
 	killed := time.Now()
 	others := []int{0, 2, 3, 4, 5, 6}
 	waitSectionsAfter(t, l, others, killed, bound, "after node 1 was killed")
+	// A survivor's status names the dead node's link down, the others'
+	// up, and says it takes locks still (the tree's substitute quorums).
+	v := c.waitStatus(0, "node 1's link down, and locks taken", func(v *statusView) bool {
+		return len(v.Members) == hosts && v.Members[1].Link == "down" && v.QuorumHeld
+	})
+	for _, m := range v.Members[2:] {
+		if m.Link != "up" {
+			t.Errorf("node %d's link is %q, want up: %+v", m.ID, m.Link, v.Members)
+		}
+	}
 	c.startDaemon(1)
 	restarted := time.Now()
 	l.resume()

@@ -31,7 +31,8 @@ func runCommand() *cli.Command {
 			"protocol --algo (with --coterie), over TCP to the other nodes; every node needs\n" +
 			"the same --peers, --algo, --coterie and --group, and all of them must be up.\n" +
 			"With --quorum-size N instead of --peers, the peers are the first N members of\n" +
-			"the multicast group on --interface, which the node joins and stays in.",
+			"the multicast group on --interface, which the node joins and stays in; with\n" +
+			"--peers it joins none, and refuses the multicast settings on its command line.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"MCNODE_METRICS_ADDR"},
 				Usage: "serve Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9464; default: none)"},

@@ -100,6 +100,9 @@ type memberView struct {
 	Addr string `json:"addr"`
 	// Observer: a member that neither votes nor serves (a lock command's).
 	Observer bool `json:"observer,omitempty"`
+	// Link (quorum mode): "up" or "down", this node's TCP link to the
+	// member; "" for this node itself, and in multicast mode.
+	Link string `json:"link,omitempty"`
 }
 
 type resourceView struct {
@@ -147,7 +150,9 @@ func statusCommand() *cli.Command {
 			"look (it then appears as a member for a moment). A multicast daemon not a member\n" +
 			"yet shows what it waits for (a group it has not heard, or one that has not\n" +
 			"admitted it) and what it dropped, say datagrams sealed with a key it lacks;\n" +
-			"status then exits 1, as it does when there is no group to ask.",
+			"status then exits 1, as it does when there is no group to ask. A quorum-mode\n" +
+			"daemon shows whether it reaches the nodes it asks for a lock, each peer's link,\n" +
+			"and the locks held on this node only: that is all such a node knows.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON (with --watch, one line each time)"},
 			&cli.BoolFlag{Name: "watch", Usage: "show it again every --interval until interrupted (needs the local daemon)"},
@@ -407,6 +412,7 @@ func printStatus(w io.Writer, v *statusView) {
 			algo += " with the " + v.Coterie + " coterie"
 		}
 		fmt.Fprintf(w, "group %s  quorum mode: %s  (this node: %d at %s, quorum %v)\n", shown(v.Group), algo, v.Self, shown(v.Addr), v.Quorum)
+		fmt.Fprintln(w, v.QuorumText)
 	} else {
 		fmt.Fprintf(w, "group %s  T=%d  epoch %d  server: node %d  (this node: %d at %s)\n", shown(v.Group), v.T, v.Epoch, v.Server, v.Self, shown(v.Addr))
 		printFailover(w, v)
@@ -423,6 +429,9 @@ func printStatus(w io.Writer, v *statusView) {
 		}
 		if m.Observer {
 			notes = append(notes, "observer (does not vote)")
+		}
+		if m.Link != "" {
+			notes = append(notes, "link "+m.Link)
 		}
 		fmt.Fprintf(tw, "  node %d\t%s\t%s\n", m.ID, shown(m.Addr), strings.Join(notes, ", "))
 	}

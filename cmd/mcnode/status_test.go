@@ -161,6 +161,15 @@ func TestQuorumStatusView(t *testing.T) {
 		len(v.Members) != 3 || v.Members[2].Addr != st.Peers[2] || !slices.Equal(v.Quorum, quorum) {
 		t.Errorf("view %+v of %+v", v, st)
 	}
+	if !v.QuorumHeld || v.QuorumText != "reaches the nodes it asks for a lock" {
+		t.Errorf("quorum held %v (%q), want held: the node took a lock", v.QuorumHeld, v.QuorumText)
+	}
+	v.Members[1].Link = "down" // as over TCP, with node 1 gone
+	var out bytes.Buffer
+	printStatus(&out, v)
+	if !strings.Contains(out.String(), "\nreaches the nodes it asks for a lock\n") || !strings.Contains(out.String(), "link down") {
+		t.Errorf("quorum-mode status output lacks its quorum line or a link's state:\n%s", out.String())
+	}
 	if len(v.Resources) != 1 || v.Resources[0].Name != "x" || v.Resources[0].Holder != 0 {
 		t.Errorf("resources %+v, want x held by node 0", v.Resources)
 	}
