@@ -42,8 +42,8 @@ fuzz:
 	$(GO) test ./group -run '^$$' -fuzz '^FuzzReceiveSealed$$' -fuzztime 120s
 	$(GO) test ./cmd/mcnode -run '^$$' -fuzz '^FuzzSentName$$' -fuzztime 30s
 
-# The multicast arbiter against every quorum protocol, side by side (a few
-# minutes; docs/BENCHMARKS.md shows one run). Add flags with ARGS=...
+# The multicast arbiter against every quorum protocol, side by side (about
+# 20 minutes on 2 cores; docs/BENCHMARKS.md shows one run). Add flags with ARGS=...
 bench:
 	$(GO) run ./cmd/mcnode bench $(ARGS)
 

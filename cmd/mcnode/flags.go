@@ -61,7 +61,7 @@ func commonFlags() []cli.Flag {
 		&cli.StringFlag{Name: "keyfile", EnvVars: []string{"MCNODE_KEYFILE"},
 			Usage: "group key file (make one with mcnode keygen; mode 0600): every datagram is then authenticated and encrypted, and whatever does not authenticate is dropped; every member needs the same file"},
 		&cli.StringFlag{Name: "socket", EnvVars: []string{"MCNODE_SOCKET"},
-			Usage: "control socket of the local daemon (default: $XDG_RUNTIME_DIR/mcnode/GROUP.sock, or /tmp/mcnode-UID/GROUP.sock)"},
+			Usage: "control socket of the local daemon (default: $XDG_RUNTIME_DIR/mcnode/GROUP.sock, or $TMPDIR/mcnode-UID/GROUP.sock, $TMPDIR being /tmp unless set)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"MCNODE_LOG_LEVEL"},
 			Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: []string{"MCNODE_LOG_FORMAT"},

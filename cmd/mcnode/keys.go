@@ -522,7 +522,7 @@ func keysCommand() *cli.Command {
 		Action:       unknownCommand("mcnode keys"),
 		Subcommands: []*cli.Command{
 			withCommon(&cli.Command{Name: "list", Usage: "list the key IDs, the one sealing first",
-				Flags: []cli.Flag{local},
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "local", Usage: "this daemon's keys only, without asking the other members for theirs"}},
 				Action: func(c *cli.Context) error {
 					if err := noArguments(c); err != nil {
 						return err
