@@ -49,6 +49,22 @@ func TestQuorumNodeLeavesMulticastVariablesUnused(t *testing.T) {
 	}
 }
 
+// A command line refused for want of --interface leaves no state
+// directory behind (status, lock and run once made it first).
+func TestUsageErrorMakesNoStateDir(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	env := []string{"XDG_STATE_HOME=" + state, "XDG_RUNTIME_DIR=" + t.TempDir()}
+	for _, args := range [][]string{{"status"}, {"lock", "x", "--", "true"}, {"run"}} {
+		out, code := mcnodeLocalIn("", env, args...)
+		if code != exitUsage || !strings.Contains(out, "no --interface") {
+			t.Errorf("mcnode %s: status %d, output %q; want status 2 for want of --interface", strings.Join(args, " "), code, out)
+		}
+		if _, err := os.Stat(state); err == nil {
+			t.Fatalf("mcnode %s made the state directory %s, and was refused", strings.Join(args, " "), state)
+		}
+	}
+}
+
 // Bad flags and arguments give one line naming the problem, and status 2.
 func TestUsageErrors(t *testing.T) {
 	cases := []struct {
@@ -138,7 +154,7 @@ func TestUsageErrors(t *testing.T) {
 		// No daemon can serve such a group, so lock and status go on
 		// without one (and stop here for want of --interface).
 		{[]string{"lock", "--group", strings.Repeat("g", 100), "x", "--", "true"}, "no --interface"},
-		{[]string{"status", "--group", strings.Repeat("g", 100)}, "no --interface"},
+		{[]string{"status", "--group", strings.Repeat("g", 100)}, "no daemon can serve group \"" + strings.Repeat("g", 100) + "\" (its control socket's path would be too long: mcnode run refuses it), and no --interface"},
 		{[]string{"lock", "--socket", "/" + strings.Repeat("s", 110), "x", "--", "true"}, "is 111 bytes"},
 		// The program's name once appeared twice here.
 		{[]string{"--verbose"}, "(see mcnode --help)"},

@@ -105,7 +105,9 @@ func noDaemonNoInterface(c *cli.Context, err error) error {
 	where := "no local daemon"
 	if c.Bool("no-daemon") {
 		where = "--no-daemon"
-	} else if path, err := clientSocketPath(c); err == nil {
+	} else if path, err := clientSocketPath(c); err == nil && path == "" {
+		where = fmt.Sprintf("no daemon can serve group %s (its control socket's path would be too long: mcnode run refuses it)", strconv.Quote(c.String("group")))
+	} else if err == nil {
 		where = fmt.Sprintf("no daemon of group %s at %s", strconv.Quote(c.String("group")), path)
 		if c.String("socket") != "" {
 			where = "no daemon at " + path // the group's name played no part
@@ -140,7 +142,6 @@ func groupConfigKeyed(c *cli.Context, log zerolog.Logger, keys func() ([]seal.Ke
 	if err := timingFlags(c, &cfg, false); err != nil {
 		return cfg, err
 	}
-	cfg.TimestampFile = timestampFile(c, log)
 	cfg.Logger = log
 	var err error
 	if cfg.Keys, err = keys(); err != nil {
@@ -156,7 +157,9 @@ func groupConfigKeyed(c *cli.Context, log zerolog.Logger, keys func() ([]seal.Ke
 	if err := cfg.Validate(); err != nil {
 		return cfg, usage("%v", flagNames(err))
 	}
-	return cfg, nil
+	// Last: a command line refused above leaves no state directory made.
+	cfg.TimestampFile, err = timestampFile(c, log)
+	return cfg, err
 }
 
 // keyfileKeys are the keys of the --keyfile, none without one. A file that
@@ -253,12 +256,14 @@ func flagNames(err error) string {
 
 // timestampFile is where this host keeps the highest timestamp it saw of the
 // group (see group.Config.TimestampFile), or "" with --state-dir none or
-// when no home directory can be found (logged).
-func timestampFile(c *cli.Context, log zerolog.Logger) string {
+// when the default directory cannot be found or made (logged). A
+// --state-dir given that cannot be made is a usage error: its user asked
+// for the protection it gives, and would not look for a warning.
+func timestampFile(c *cli.Context, log zerolog.Logger) (string, error) {
 	dir := c.String("state-dir")
 	switch {
 	case dir == "none":
-		return ""
+		return "", nil
 	case dir == "":
 		if x := os.Getenv("XDG_STATE_HOME"); x != "" {
 			dir = filepath.Join(x, "mcnode")
@@ -266,20 +271,23 @@ func timestampFile(c *cli.Context, log zerolog.Logger) string {
 			dir = filepath.Join(home, ".local", "state", "mcnode")
 		} else {
 			log.Warn().Err(err).Msg("no --state-dir and no home directory: neither the highest group timestamp seen nor whether this host is a member is kept (a daemon restarted while cut off could found a second group)")
-			return ""
+			return "", nil
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		if c.String("state-dir") != "" {
+			return "", usage("--state-dir: %v (give a directory this user can create and write, or none to keep nothing)", err)
+		}
 		log.Warn().Err(err).Msg("cannot create the state directory: neither the highest group timestamp seen nor whether this host is a member is kept (a daemon restarted while cut off could found a second group)")
-		return ""
+		return "", nil
 	}
 	name := groupFileName(c.String("group"))
 	if len(name)+stateNameSlack > maxFileName {
 		log.Warn().Int("bytes", len(name)).Msg("the group name is too long for a state file name: neither the highest group timestamp seen nor whether this host is a member is kept (give the group a shorter name)")
-		return ""
+		return "", nil
 	}
 	adoptLegacyState(dir, c.String("group"), log)
-	return filepath.Join(dir, name+".timestamp")
+	return filepath.Join(dir, name+".timestamp"), nil
 }
 
 // State file names: GROUP (see groupFileName) and one of these suffixes;

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"net"
 	"os"
@@ -39,7 +40,7 @@ func TestGroupPathsDistinct(t *testing.T) {
 		if err != nil {
 			t.Fatalf("group %q: %v", group, err)
 		}
-		return sock, timestampFile(c, zerolog.Nop())
+		return sock, stampOf(t, c)
 	}
 	for _, g := range []string{"mcnode", "my-group", "build farm.2", "ünïcode_x"} {
 		sock, stamp := paths(g)
@@ -165,7 +166,7 @@ func TestLegacyStateAdopted(t *testing.T) {
 	}
 	write("team_x.member", "instance 00000000000000aa node 3 joined 2026-01-01T00:00:00Z\n")
 	write("team_x.timestamp", "123456\n")
-	stamp := timestampFile(groupContext("team/x", state), zerolog.Nop())
+	stamp := stampOf(t, groupContext("team/x", state))
 	if want := filepath.Join(state, "team%2Fx.timestamp"); stamp != want {
 		t.Fatalf("timestamp file %s, want %s", stamp, want)
 	}
@@ -180,7 +181,7 @@ func TestLegacyStateAdopted(t *testing.T) {
 	if err := os.Remove(filepath.Join(state, "team%2Fx.member")); err != nil {
 		t.Fatal(err)
 	}
-	stamp = timestampFile(groupContext("team/x", state), zerolog.Nop())
+	stamp = stampOf(t, groupContext("team/x", state))
 	if exists("team%2Fx.member") || waits(stamp) {
 		t.Error("the old record came back after a clean leave under the new name")
 	}
@@ -189,7 +190,7 @@ func TestLegacyStateAdopted(t *testing.T) {
 	write("t_y.member", "instance 00000000000000bb node 4 joined 2026-01-01T00:00:00Z\n")
 	write("t_y.timestamp", "1\n")
 	write("t%2Fy.timestamp", "999999\n")
-	timestampFile(groupContext("t/y", state), zerolog.Nop())
+	stampOf(t, groupContext("t/y", state))
 	if exists("t%2Fy.member") {
 		t.Error("a record was adopted for a name already in use under the new release")
 	}
@@ -197,9 +198,38 @@ func TestLegacyStateAdopted(t *testing.T) {
 	write("plain.member", "x\n")
 	write("plain.timestamp", "1\n")
 	before, _ := os.ReadDir(state)
-	timestampFile(groupContext("plain", state), zerolog.Nop())
+	stampOf(t, groupContext("plain", state))
 	if after, _ := os.ReadDir(state); len(after) != len(before) {
 		t.Errorf("state files for a plain name: %d before, %d after", len(before), len(after))
+	}
+}
+
+// stampOf is timestampFile's path for c, which must give one.
+func stampOf(t *testing.T, c *cli.Context) string {
+	t.Helper()
+	stamp, err := timestampFile(c, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stamp
+}
+
+// A --state-dir given that cannot be made is refused (it used to be a
+// warning, and the daemon ran without the protection its user asked for);
+// the default one only warns.
+func TestStateDirGivenCannotBeMade(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := timestampFile(groupContext("g", filepath.Join(file, "state")), zerolog.Nop())
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitUsage || !strings.Contains(err.Error(), "--state-dir") {
+		t.Errorf("a --state-dir under a file: %v, want a usage error naming --state-dir", err)
+	}
+	t.Setenv("XDG_STATE_HOME", file)
+	if stamp, err := timestampFile(groupContext("g", ""), zerolog.Nop()); stamp != "" || err != nil {
+		t.Errorf("the default state directory under a file: %q, %v; want none, and no error", stamp, err)
 	}
 }
 
@@ -207,10 +237,10 @@ func TestLegacyStateAdopted(t *testing.T) {
 // fail the membership check, and a fresh daemon then waited for ever).
 func TestStateFileNameTooLong(t *testing.T) {
 	state := t.TempDir()
-	if got := timestampFile(groupContext(strings.Repeat("g", maxFileName-stateNameSlack+1), state), zerolog.Nop()); got != "" {
+	if got := stampOf(t, groupContext(strings.Repeat("g", maxFileName-stateNameSlack+1), state)); got != "" {
 		t.Errorf("timestamp file %s for a name too long for its state files, want none", got)
 	}
-	if got := timestampFile(groupContext(strings.Repeat("g", maxFileName-stateNameSlack), state), zerolog.Nop()); got == "" {
+	if got := stampOf(t, groupContext(strings.Repeat("g", maxFileName-stateNameSlack), state)); got == "" {
 		t.Error("no timestamp file for a name that fits")
 	}
 }

@@ -321,7 +321,11 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 		return nil, "", nil, err
 	}
 	release = func() {}
-	if f := timestampFile(c, log); f != "" {
+	f, err := timestampFile(c, log)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if f != "" {
 		if release, err = claimState(strings.TrimSuffix(f, ".timestamp"), log); err != nil {
 			return nil, "", nil, err
 		}
