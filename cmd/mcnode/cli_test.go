@@ -146,6 +146,11 @@ func TestUsageErrors(t *testing.T) {
 		// (No --interface: were the tick accepted, the command would stop
 		// there rather than run a node.)
 		{[]string{"run", "--tick", "1ns"}, "--tick 1ns must be at least 1ms"},
+		{[]string{"run", "-i", "lo", "--metrics-addr", "nope"}, `--metrics-addr "nope": want host:port`},
+		{[]string{"demo", "--host-network", "--interface", "nope0"}, `--interface "nope0"`},
+		{[]string{"demo", "--interface", "lo"}, "--interface applies with --host-network only"},
+		// A rule that cites fields names the flags, and the fixed value.
+		{[]string{"run", "-i", "lo", "--lease", "500ms"}, "--lease 500ms must exceed 2*(--turn-timeout + the fixed ping timeout 200ms) = 1.4s"},
 		{[]string{"lock", "--no-daemon", "--tick", "999us", "x", "--", "true"}, "--tick 999µs must be at least 1ms"},
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1", "--node-id", "0", "--lease", "-1s"}, "--lease -1s is negative"},
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1", "--node-id", "0", "--lease-margin", "-1ms"}, "--lease-margin -1ms is negative"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -142,6 +143,15 @@ func demoAction(c *cli.Context) error {
 		if err := qcfg.Setup().Validate(); err != nil {
 			return setupError(err)
 		}
+	}
+	if c.Bool("host-network") {
+		if name := c.String("interface"); name != "" {
+			if _, err := net.InterfaceByName(name); err != nil {
+				return usage("--interface %s: %v", strconv.Quote(name), err)
+			}
+		}
+	} else if onCommandLine(c, "interface") {
+		return usage("--interface applies with --host-network only: the demo otherwise runs on the loopback interface of a private network namespace (in quorum mode, over TCP on 127.0.0.1)")
 	}
 	log, err := logger(c)
 	if err != nil {

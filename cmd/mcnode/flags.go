@@ -234,7 +234,9 @@ const minTick = time.Millisecond
 // fields: the field an error is about, and the two-word field names it
 // cites (one-word ones, such as Name, could be ordinary words there).
 func flagNames(err error) string {
-	s := err.Error()
+	// A formula citing fields, and a fixed one no flag sets: its value.
+	s := strings.ReplaceAll(err.Error(), "2*(TurnTimeout+PingTimeout)",
+		fmt.Sprintf("2*(--turn-timeout + the fixed ping timeout %v)", group.DefaultLANConfig().PingTimeout))
 	for field, flag := range map[string]string{
 		"Name ": "--group ", "Address ": "--address ", "Interface ": "--interface ", "Bind ": "--bind ",
 		"TTL ": "--ttl ", "Tick ": "--tick ",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -42,6 +43,13 @@ func runCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			if err := noArguments(c); err != nil {
 				return err
+			}
+			if addr := c.String("metrics-addr"); addr != "" {
+				// Said now, with a usage error's status: the listener is
+				// opened only once the node has started.
+				if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+					return usage("--metrics-addr %q: want host:port, such as 127.0.0.1:9464", addr)
+				}
 			}
 			log, err := logger(c)
 			if err != nil {
