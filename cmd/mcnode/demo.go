@@ -72,7 +72,7 @@ var demoMulticastOnly = []string{"address", "tick", "turn-length", "turn-timeout
 // default; and gives --group the demo's own default, which MCNODE_GROUP
 // does not change (as the game's).
 func asDemo(cmd *cli.Command) *cli.Command {
-	cmd.Flags = slices.DeleteFunc(cmd.Flags, func(f cli.Flag) bool { return slices.Contains(demoNotTaken, f.Names()[0]) })
+	withoutFlags(cmd, demoNotTaken...)
 	for _, f := range cmd.Flags {
 		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "address" {
 			sf.Value = group.DefaultLocalConfig().Address

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -158,7 +159,10 @@ func groupConfigKeyed(c *cli.Context, log zerolog.Logger, keys func() ([]seal.Ke
 		return cfg, usage("%v", flagNames(err))
 	}
 	// Last: a command line refused above leaves no state directory made.
-	cfg.TimestampFile, err = timestampFile(c, log)
+	// A command without --state-dir (the game) keeps no state.
+	if c.Command == nil || slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool { return f.Names()[0] == "state-dir" }) {
+		cfg.TimestampFile, err = timestampFile(c, log)
+	}
 	return cfg, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -105,8 +106,8 @@ func gameAction(c *cli.Context) error {
 		return usage("--name %q: %v", p.name, game.ErrName)
 	case !p.lan && p.name != "" && localBotName.MatchString(p.name):
 		return usage("--name %q: on one host the bots are bot1, bot2, ...: choose another name", p.name)
-	case !p.lan && (c.IsSet("address") || c.IsSet("ttl") || c.IsSet("bind")):
-		return usage("--address, --ttl and --bind apply on a LAN (with --interface); on one host the game uses lo in a private namespace")
+	case !p.lan && slices.ContainsFunc([]string{"address", "ttl", "bind", "join-timeout"}, func(f string) bool { return onCommandLine(c, f) }):
+		return usage("--address, --ttl, --bind and --join-timeout apply on a LAN (with --interface); on one host the game uses lo in a private namespace")
 	case p.watch && p.headless:
 		return usage("--watch and --headless: a spectator needs the screen")
 	case !p.headless && !isatty.IsTerminal(os.Stdin.Fd()):
@@ -166,12 +167,12 @@ func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, f
 			if err == nil && c.String("peers") == "" {
 				var g group.Config
 				g, err = groupConfigKeyed(c, log, func() ([]seal.Key, error) { return cfg.Quorum.Keys, nil })
-				g.TimestampFile = "" // as below
 				discover = &g
 			}
 		} else {
+			// No TimestampFile: the game has no --state-dir, and needs no
+			// fencing across restarts.
 			cfg.Multicast, err = groupConfig(c, log)
-			cfg.Multicast.TimestampFile = "" // a game needs no fencing across restarts
 		}
 		if err != nil {
 			return nil, nil, err

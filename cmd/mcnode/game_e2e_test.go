@@ -192,7 +192,7 @@ func startBots(t *testing.T, c *cluster, d time.Duration, target int, more ...st
 	var ps []*player
 	for i := range c.lan.Hosts {
 		args := append([]string{"game", "--headless", "--bot", "--json", "--duration", d.String(), "--seed", fmt.Sprint(i + 1),
-			"--name", fmt.Sprintf("bot%d", i), "--target", fmt.Sprint(target), "--state-dir", "none"}, more...)
+			"--name", fmt.Sprintf("bot%d", i), "--target", fmt.Sprint(target)}, more...)
 		cmd := c.mcnode(i, args...)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {

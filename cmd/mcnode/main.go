@@ -115,6 +115,13 @@ func withCommon(cmd *cli.Command) *cli.Command {
 	return cmd
 }
 
+// withoutFlags drops the shared flags withCommon gave cmd that it does not
+// take, so that one given is an unknown flag rather than quietly ignored.
+func withoutFlags(cmd *cli.Command, names ...string) *cli.Command {
+	cmd.Flags = slices.DeleteFunc(cmd.Flags, func(f cli.Flag) bool { return slices.Contains(names, f.Names()[0]) })
+	return cmd
+}
+
 // withGroupDefault gives a command a --group default of its own (the game
 // must not join the locks' group, by default or through MCNODE_GROUP).
 func withGroupDefault(cmd *cli.Command, group string) *cli.Command {
@@ -142,7 +149,8 @@ func newApp() *cli.App {
 			withCommon(lockCommand()),
 			withCommon(statusCommand()),
 			asDemo(withCommon(demoCommand())),
-			withGroupDefault(withCommon(gameCommand()), "mcnode-game"),
+			// A game keeps no state and serves no local client.
+			withGroupDefault(withoutFlags(withCommon(gameCommand()), "socket", "state-dir"), "mcnode-game"),
 			benchCommand(),
 			fenceCommand(),
 			keygenCommand(),
