@@ -67,7 +67,7 @@ func lockCommand() *cli.Command {
 			"node's lease margin (40 ms where it has none).",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "timeout", Aliases: []string{"w"}, EnvVars: []string{"MCNODE_LOCK_TIMEOUT"},
-				Usage: "give up waiting for the lock after this long (0: wait forever)"},
+				Usage: "give up waiting for the lock after this long (0: wait forever); asking a stopped daemon why may add up to " + whyTimeout.String()},
 			&cli.BoolFlag{Name: "nonblock", Aliases: []string{"n"},
 				Usage: "fail at once if another client holds or waits for the lock (with no answer from the group's server, after a few seconds)"},
 			&cli.BoolFlag{Name: "no-daemon", Usage: "join the group directly even if a local daemon runs"},
@@ -289,12 +289,16 @@ func whyWaited(c *cli.Context, err error) string {
 	}
 	defer d.Close()
 	// The daemon may be the reason for the timeout (stopped, or stuck): the
-	// explanation must not outwait the timeout the user gave.
-	_ = d.conn.SetDeadline(time.Now().Add(time.Second))
+	// explanation must not outwait the timeout the user gave by much. A
+	// running daemon answers within a millisecond.
+	_ = d.conn.SetDeadline(time.Now().Add(whyTimeout))
 	if d.send(request{Op: "status"}) != nil {
 		return ""
 	}
 	r, rerr := d.receive()
+	if errors.Is(rerr, os.ErrDeadlineExceeded) {
+		return fmt.Sprintf(": the daemon at %s did not answer within %v either: is it stopped (SIGSTOP, Ctrl-Z) or hung?", path, whyTimeout)
+	}
 	if rerr == nil && !r.OK && r.Error != "" {
 		return ": " + r.Error // not a member yet, and why
 	}
@@ -303,6 +307,10 @@ func whyWaited(c *cli.Context, err error) string {
 	}
 	return ": " + r.Status.QuorumText
 }
+
+// whyTimeout bounds the question whyWaited asks the daemon once a lock's
+// --timeout has run out: how much later than that mcnode lock may give up.
+const whyTimeout = 200 * time.Millisecond
 
 // errStillJoining: the lock's time ran out while this node, without a
 // daemon, still joined the group.

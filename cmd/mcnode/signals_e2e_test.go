@@ -254,6 +254,29 @@ func TestE2ENonblockStoppedDaemon(t *testing.T) {
 	}
 }
 
+// --timeout through a stopped daemon gives up at the timeout, not a second
+// later, and says the daemon did not answer (asked why the lock did not
+// come, it said nothing before).
+func TestE2ETimeoutStoppedDaemon(t *testing.T) {
+	c := newCluster(t, 1, 1)
+	if err := c.daemons[0].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.daemons[0].Process.Signal(syscall.SIGCONT) }()
+	start := time.Now()
+	out, err := c.mcnode(0, "lock", "--timeout", "1s", "x", "--", "true").CombinedOutput()
+	took := time.Since(start)
+	var ee interface{ ExitCode() int }
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), "did not answer within "+whyTimeout.String()+" either") {
+		t.Fatalf("mcnode lock --timeout 1s through a stopped daemon: %v: %s; want status %d saying the daemon did not answer", err, out, exitNotAcquired)
+	}
+	// The process's own start is in it too: a loose bound, well below the
+	// 2 s it took when the question could wait a second.
+	if took > time.Second+whyTimeout+500*time.Millisecond {
+		t.Errorf("mcnode lock --timeout 1s through a stopped daemon took %v", took)
+	}
+}
+
 // Two daemons of one group on one host with one state directory (each its
 // own socket) would remove each other's membership record: the second is
 // refused, naming the first, and the first serves on. Once the first is
