@@ -65,6 +65,21 @@ func TestUsageErrorMakesNoStateDir(t *testing.T) {
 	}
 }
 
+// No group to ask is status 4 for mcnode lock, apart from a lock held
+// elsewhere (1), so that "mcnode lock -n X -- CMD || echo busy" does not
+// take a broken setup for a busy lock; status keeps 1.
+func TestLockNoGroupStatus(t *testing.T) {
+	env := []string{"XDG_RUNTIME_DIR=" + t.TempDir(), "XDG_STATE_HOME=" + t.TempDir()}
+	out, code := mcnodeLocalIn("", env, "lock", "--mode", "quorum", "-n", "x", "--", "true")
+	if code != exitNoGroup || !strings.Contains(out, "no daemon serves") {
+		t.Errorf("mcnode lock in quorum mode without a daemon: status %d, %q; want %d", code, out, exitNoGroup)
+	}
+	out, code = mcnodeLocalIn("", env, "status", "--mode", "quorum")
+	if code != 1 || !strings.Contains(out, "no daemon serves") {
+		t.Errorf("mcnode status in quorum mode without a daemon: status %d, %q; want 1", code, out)
+	}
+}
+
 // Bad flags and arguments give one line naming the problem, and status 2.
 func TestUsageErrors(t *testing.T) {
 	cases := []struct {

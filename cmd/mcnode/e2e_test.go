@@ -563,7 +563,7 @@ func TestE2ELockWithoutGroup(t *testing.T) {
 	c := newCluster(t, 1, 0)
 	out, err := c.mcnode(0, "lock", "x", "--", "true").CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), "no member of group") {
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNoGroup || !strings.Contains(string(out), "no member of group") {
 		t.Fatalf("lock with no group: %v: %s", err, out)
 	}
 	// A timeout shorter than the wait for a group says the lock was not

@@ -107,9 +107,10 @@ func (l *lockLoop) start(i int) {
 			var ee *exec.ExitError
 			switch {
 			case err == nil:
-			case errors.As(err, &ee) && (ee.ExitCode() == exitLost || ee.ExitCode() == exitNotAcquired):
+			case errors.As(err, &ee) && (ee.ExitCode() == exitLost || ee.ExitCode() == exitNotAcquired || ee.ExitCode() == exitNoGroup):
 				// The lock was lost (the daemon died or stopped) or not
-				// had: the failure under test, reported by the test.
+				// had (its daemon gone, say): the failure under test,
+				// reported by the test.
 				time.Sleep(50 * time.Millisecond)
 			default:
 				l.fail("host %d: %v: %s", i, err, out.Bytes())

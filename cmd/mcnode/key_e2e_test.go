@@ -41,7 +41,7 @@ func TestE2EGroupKey(t *testing.T) {
 	}
 	out, err := c.mcnode(2, "lock", "k", "--", "true").CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired {
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNoGroup {
 		t.Fatalf("mcnode lock without the key: %v: %s", err, out)
 	}
 	v := c.waitStatus(0, "the keyless host's datagrams counted as unsealed", func(v *statusView) bool { return v.Drops["unsealed"] > 0 })

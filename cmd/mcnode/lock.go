@@ -56,9 +56,12 @@ func lockCommand() *cli.Command {
 			"is the rest of its process group, even on a SIGKILL of mcnode lock: a helper,\n" +
 			"mcnode-lock-guard, outlives mcnode lock to kill it (with --foreground, only\n" +
 			"COMMAND itself is killed).\n\n" +
-			"Exit status: COMMAND's own; 1 if the lock was not acquired (--timeout, or held\n" +
-			"with --nonblock); 2 for usage errors; 3 if the lock was lost while COMMAND ran;\n" +
-			"126/127 if COMMAND cannot be run or found.\n\n" +
+			"Exit status: COMMAND's own; 1 if the lock was not acquired (--timeout ran out,\n" +
+			"or held elsewhere with --nonblock); 2 for usage errors; 3 if the lock was lost\n" +
+			"while COMMAND ran; 4 if there was no group to ask (no daemon and no member\n" +
+			"answered, a daemon not a member of its group, or with --nonblock a group without\n" +
+			"a majority or a daemon that does not answer); 126/127 if COMMAND cannot be run\n" +
+			"or found.\n\n" +
 			"In quorum mode (--mode quorum) the lock always goes through the local daemon\n" +
 			"and is granted in the protocol's order (request timestamps, or FIFO per arbiter\n" +
 			"for kakugawa); --nonblock means \"not granted within 200 ms\" (the protocols\n" +
@@ -147,7 +150,8 @@ func lockAction(c *cli.Context) error {
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf("timed out after %v waiting for lock %q%s", c.Duration("timeout"), name, whyWaited(c, err))}
 	default:
-		return &exitError{code: exitNotAcquired, err: err}
+		// No group, or none that can answer: the lock may well be free.
+		return &exitError{code: exitNoGroup, err: err}
 	}
 	defer h.release()
 	return runLocked(c, name, argv, h, log)
@@ -366,7 +370,7 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	}
 	g, err := group.Join(jctx, cfg)
 	if err != nil && c.Bool("nonblock") && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return nil, &exitError{code: exitNotAcquired, err: fmt.Errorf("not admitted to group %q within %v, and --nonblock waits no longer: %w", cfg.Name, cfg.NoGroupAfter+2*cfg.LeaseTimeout, err)}
+		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("not admitted to group %q within %v, and --nonblock waits no longer: %w", cfg.Name, cfg.NoGroupAfter+2*cfg.LeaseTimeout, err)}
 	}
 	if err != nil && ctx.Err() != nil {
 		// Out of time before this node was a member: the lock was not
@@ -396,7 +400,7 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	l, err := acquire(actx, name)
 	if err != nil && actx.Err() != nil && ctx.Err() == nil {
 		leave()
-		return nil, &exitError{code: exitNotAcquired, err: fmt.Errorf("no answer from the group's server within %v for lock %q%s", tryTimeout, name, whyWaited(c, err))}
+		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("no answer from the group's server within %v for lock %q%s", tryTimeout, name, whyWaited(c, err))}
 	}
 	if err != nil {
 		leave()
@@ -445,7 +449,7 @@ func lockViaDaemon(ctx context.Context, d *daemonClient, name string, try bool) 
 		return nil, ctx.Err()
 	case <-tryEnd:
 		d.Close()
-		return nil, &exitError{code: exitNotAcquired, err: fmt.Errorf("no answer from the daemon within %v for lock %q (--nonblock): is it stopped or hung?", tryTimeout+2*time.Second, name)}
+		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("no answer from the daemon within %v for lock %q (--nonblock): is it stopped or hung?", tryTimeout+2*time.Second, name)}
 	}
 	switch {
 	case r.Locked:

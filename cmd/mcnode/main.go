@@ -35,8 +35,14 @@ const (
 	exitNotAcquired = 1 // the lock was not acquired (timeout, or held with --nonblock)
 	exitUsage       = 2 // bad flags or arguments
 	exitLost        = 3 // the lock was lost while the command ran
-	exitNotFound    = 127
-	exitNotExec     = 126
+	// exitNoGroup: mcnode lock found no group to ask: no local daemon and no
+	// member answered, a daemon that is not a member of its group (or of
+	// another group), or, with --nonblock, a group that cannot decide (no
+	// majority) or a daemon that does not answer. A script tells it apart
+	// from a lock held elsewhere (1).
+	exitNoGroup  = 4
+	exitNotFound = 127
+	exitNotExec  = 126
 )
 
 func main() {

@@ -501,8 +501,9 @@ func needDaemon(c *cli.Context, what string) error {
 	if err != nil {
 		return err
 	}
-	return &exitError{code: 1, err: fmt.Errorf("no daemon serves %s: in quorum mode %s goes through `mcnode run --mode quorum` on this host "+
-		"(the quorums are fixed, so a node cannot come and go for one command)", path, what)}
+	// No exit status of its own: lock's (no group to ask) or status's.
+	return fmt.Errorf("no daemon serves %s: in quorum mode %s goes through `mcnode run --mode quorum` on this host "+
+		"(the quorums are fixed, so a node cannot come and go for one command)", path, what)
 }
 
 // peersFromGroup fills cfg.Peers and cfg.Self from the multicast group's

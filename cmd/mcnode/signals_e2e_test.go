@@ -227,8 +227,8 @@ func TestE2ENonblockWithoutMajority(t *testing.T) {
 		took := time.Since(start)
 		t.Logf("mcnode %s: %v after %v: %s", strings.Join(args, " "), err, took.Round(time.Millisecond), out)
 		var ee interface{ ExitCode() int }
-		if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired {
-			t.Errorf("mcnode %s without a majority: %v: %s; want status %d", strings.Join(args, " "), err, out, exitNotAcquired)
+		if !errors.As(err, &ee) || ee.ExitCode() != exitNoGroup {
+			t.Errorf("mcnode %s without a majority: %v: %s; want status %d", strings.Join(args, " "), err, out, exitNoGroup)
 		}
 		if !strings.Contains(string(out), tc.want) {
 			t.Errorf("mcnode %s without a majority says %q; want %q", strings.Join(args, " "), out, tc.want)
@@ -249,8 +249,8 @@ func TestE2ENonblockStoppedDaemon(t *testing.T) {
 	defer func() { _ = c.daemons[0].Process.Signal(syscall.SIGCONT) }()
 	out, err := c.mcnode(0, "lock", "-n", "x", "--", "true").CombinedOutput()
 	var ee interface{ ExitCode() int }
-	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), "no answer from the daemon") {
-		t.Fatalf("mcnode lock -n through a stopped daemon: %v: %s; want status %d naming the daemon", err, out, exitNotAcquired)
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNoGroup || !strings.Contains(string(out), "no answer from the daemon") {
+		t.Fatalf("mcnode lock -n through a stopped daemon: %v: %s; want status %d naming the daemon", err, out, exitNoGroup)
 	}
 }
 
