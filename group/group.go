@@ -1065,12 +1065,17 @@ func (g *Group) removed() {
 	}
 }
 
+// FoundedWarning is what a node logs, as a warning, when it founds its
+// group: on a LAN, where another host may run the group already, it may
+// mean that multicast does not reach between them. A process that starts
+// a group of its own nodes expects it, and may drop it.
+const FoundedWarning = "no member answered: founded the group; if other hosts already run it, multicast does not reach between them"
+
 func (g *Group) logEvent(e Event) {
 	l := g.log
 	switch e.Kind {
 	case EventFounded:
-		l.Warn().Uint64("node", uint64(e.Node)).Str("address", g.cfg.Address).
-			Msg("no member answered: founded the group; if other hosts already run it, multicast does not reach between them")
+		l.Warn().Uint64("node", uint64(e.Node)).Str("address", g.cfg.Address).Msg(FoundedWarning)
 		if g.aboveSeen != 0 {
 			l.Info().Uint64("T", e.T).Uint64("seen", g.aboveSeen).Str("file", g.cfg.TimestampFile).
 				Msg("the group starts above the highest timestamp this node saw before, not at the wall clock, so fencing tokens keep increasing (takeovers move the timestamp ahead of the clock; so does a clock set back)")

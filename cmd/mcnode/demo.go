@@ -262,7 +262,11 @@ func (d *demo) run() error {
 	if d.opt.Mode == modeMulticast && netns.Inside() {
 		where += " in a private network namespace"
 	}
-	fmt.Fprintf(d.out, "mcnode demo: %s contend for %s for %v over %s\n", plural(d.opt.N, "node"), plural(d.work.Locks, "lock"), d.duration, where)
+	verb := "contend"
+	if d.opt.N == 1 {
+		verb = "contends"
+	}
+	fmt.Fprintf(d.out, "mcnode demo: %s %s for %s for %v over %s\n", plural(d.opt.N, "node"), verb, plural(d.work.Locks, "lock"), d.duration, where)
 	fmt.Fprintf(d.out, "  %s\n", d.settings())
 	before := lg.Traffic()
 	done := make(chan localgroup.Result)

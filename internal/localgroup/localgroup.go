@@ -103,6 +103,12 @@ func startMulticast(ctx context.Context, opt Options) (*Group, error) {
 		cfg = group.DefaultLocalConfig()
 	}
 	cfg.Name, cfg.Logger, cfg.Keys = opt.Name, opt.Logger, opt.Keys
+	// The first node founds the group, as it must here: no warning.
+	cfg.Logger = cfg.Logger.Hook(zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, msg string) {
+		if msg == group.FoundedWarning {
+			e.Discard()
+		}
+	}))
 	cfg.Interface = opt.Interface
 	if cfg.Interface == "" {
 		cfg.Interface = "lo"

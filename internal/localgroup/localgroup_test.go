@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mcnode/mcnode"
+	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/internal/netns"
+	"github.com/mcnode/mcnode/internal/syncbuf"
 )
 
 // TestBothModes starts a group of each mode and drives a workload on it:
@@ -150,5 +155,26 @@ func TestDriveEndsHoldsAtTheDuration(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Drive runs on 19 s past its duration of 1 s")
+	}
+}
+
+// The first node of a local multicast group founds it, as it must: the
+// warning a daemon gives for that (multicast may not reach the other
+// hosts) is dropped, and the rest of the log is kept.
+func TestNoFoundingWarning(t *testing.T) {
+	var out syncbuf.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := Start(ctx, Options{Mode: mcnode.Multicast, N: 2, Memory: true, Logger: zerolog.New(&out)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Leave(ctx); err != nil {
+		t.Error(err)
+	}
+	g.Close()
+	log := out.String()
+	if strings.Contains(log, group.FoundedWarning) || !strings.Contains(log, "joined the group") {
+		t.Errorf("the local group's log holds the founding warning, or lacks the joins:\n%s", log)
 	}
 }
