@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/quorumfallback/node"
 )
 
 // The control protocol between `mcnode run` and local clients: one JSON
@@ -637,27 +638,42 @@ func joinPhase(st group.Status) string {
 }
 
 func (j *joining) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
-	g, err := j.get()
-	if err != nil && !try {
-		g, err = j.wait(ctx)
-	}
-	if err != nil {
-		return nil, err
+	p := j.ready.Load()
+	if p == nil {
+		if _, err := j.get(); try {
+			return nil, err
+		}
+		var err error
+		if p, err = j.wait(ctx, nil); err != nil {
+			return nil, err
+		}
 	}
 	t0 := time.Now()
-	l, err := g.acquire(ctx, name, try)
-	if err == nil && j.acquired != nil {
-		j.acquired(time.Since(t0))
+	for {
+		l, err := (*p).acquire(ctx, name, try)
+		if err == nil && j.acquired != nil {
+			j.acquired(time.Since(t0))
+		}
+		// A quorum-mode node its peers declared failed (while this node
+		// was cut off, say) fails its waiting requests, and mcnode run
+		// starts it anew. A request that only waited lost nothing: it
+		// asks the new node, within the client's time.
+		if try || !errors.Is(err, node.ErrFailed) || ctx.Err() != nil {
+			return l, err
+		}
+		if p, err = j.wait(ctx, p); err != nil {
+			return nil, err
+		}
 	}
-	return l, err
 }
 
 // joinPoll is how often a lock request that came before the daemon was a
 // member looks again.
 const joinPoll = 20 * time.Millisecond
 
-// wait waits until the daemon is a member, or ctx ends.
-func (j *joining) wait(ctx context.Context) (locker, error) {
+// wait waits until the daemon serves a node other than last (nil: any),
+// or ctx ends.
+func (j *joining) wait(ctx context.Context, last *locker) (*locker, error) {
 	t := time.NewTicker(joinPoll)
 	defer t.Stop()
 	for {
@@ -666,8 +682,8 @@ func (j *joining) wait(ctx context.Context) (locker, error) {
 			_, err := j.get()
 			return nil, fmt.Errorf("%w; %w", ctx.Err(), err)
 		case <-t.C:
-			if g := j.ready.Load(); g != nil {
-				return *g, nil
+			if p := j.ready.Load(); p != nil && p != last {
+				return p, nil
 			}
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/quorumfallback/node"
 )
 
 // TestPrivateDir: the control socket's directory is trusted only where no
@@ -67,9 +68,11 @@ func TestPrivateDir(t *testing.T) {
 
 // fakeLocker is a daemon's node for the control socket's tests: it grants
 // every lock at once, or, with noQuorum, reaches no majority (its requests
-// wait for ever, as a real node's do).
+// wait for ever, as a real node's do), or, with failed, was declared failed
+// by its quorum-mode peers (its requests fail, as a real node's do).
 type fakeLocker struct {
 	noQuorum bool
+	failed   bool
 	released chan string
 }
 
@@ -91,6 +94,9 @@ func (l *fakeLease) Release() error {
 }
 
 func (f *fakeLocker) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
+	if f.failed {
+		return nil, node.ErrFailed
+	}
 	if f.noQuorum {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -501,4 +507,51 @@ func FuzzSentName(f *testing.F) {
 			t.Fatalf("line %q: sentName %q, %v; want %q", line, got, err, name)
 		}
 	})
+}
+
+// A lock client waiting when its quorum-mode node is declared failed (cut
+// off, say) waits on for the node mcnode run starts anew, and gets the
+// lock from it: it used to fail at once, "its locks are lost", with its
+// --timeout far from over. --nonblock still says so at once.
+func TestLockWaitsForTheRestartedNode(t *testing.T) {
+	j := &joining{group: "g"}
+	var failed locker = &fakeLocker{failed: true}
+	j.ready.Store(&failed)
+	path := serveFake(t, j)
+	d := dialFake(t, path)
+	defer d.Close()
+	if err := d.send(request{Op: "lock", Name: "x", Try: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := d.receive(); err != nil || r.OK || !strings.Contains(r.Error, "declared failed") {
+		t.Fatalf("--nonblock on a failed node: %+v, %v; want the failure at once", r, err)
+	}
+	got := make(chan response, 1)
+	go func() {
+		d := dialFake(t, path)
+		defer d.Close()
+		if err := d.send(request{Op: "lock", Name: "x"}); err != nil {
+			t.Error(err)
+		}
+		r, err := d.receive()
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("the lock was answered before the node was started anew: %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+	var anew locker = &fakeLocker{released: make(chan string, 1)}
+	j.ready.Store(&anew)
+	select {
+	case r := <-got:
+		if !r.OK || r.Token != 7 {
+			t.Fatalf("the lock from the node started anew: %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting lock was not granted by the node started anew")
+	}
 }

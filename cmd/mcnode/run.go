@@ -106,7 +106,11 @@ func runCommand() *cli.Command {
 				return stoppedBeforeJoining(ctx, err, log)
 			}
 			for {
-				j.ready.Store(&g)
+				// A pointer of its own per node: a client that asked the
+				// last one tells a restarted node by it (joining.acquire),
+				// and reads no variable this loop writes.
+				served := g
+				j.ready.Store(&served)
 				if st, err := g.status(); err == nil {
 					log.Info().Uint64("node", st.Self).Str("addr", st.Addr).Str("socket", path).
 						Int("members", len(st.Members)).Msg("member of the group; serving local clients")

@@ -435,7 +435,12 @@ func printStatus(w io.Writer, v *statusView) {
 		}
 		fmt.Fprintf(tw, "  node %d\t%s\t%s\n", m.ID, shown(m.Addr), strings.Join(notes, ", "))
 	}
-	fmt.Fprintf(tw, "\nlocks held or waited for (%d):\n", len(v.Resources))
+	if v.Mode == modeQuorum {
+		// All a quorum-mode node knows: no node sees every lock.
+		fmt.Fprintf(tw, "\nlocks held by this node (%d):\n", len(v.Resources))
+	} else {
+		fmt.Fprintf(tw, "\nlocks held or waited for (%d):\n", len(v.Resources))
+	}
 	for _, r := range v.Resources {
 		holder := "free"
 		if r.Holder != 0 {

@@ -167,7 +167,8 @@ func TestQuorumStatusView(t *testing.T) {
 	v.Members[1].Link = "down" // as over TCP, with node 1 gone
 	var out bytes.Buffer
 	printStatus(&out, v)
-	if !strings.Contains(out.String(), "\nreaches the nodes it asks for a lock\n") || !strings.Contains(out.String(), "link down") {
+	if !strings.Contains(out.String(), "\nreaches the nodes it asks for a lock\n") || !strings.Contains(out.String(), "link down") ||
+		!strings.Contains(out.String(), "locks held by this node (1)") {
 		t.Errorf("quorum-mode status output lacks its quorum line or a link's state:\n%s", out.String())
 	}
 	if len(v.Resources) != 1 || v.Resources[0].Name != "x" || v.Resources[0].Holder != 0 {
