@@ -269,7 +269,7 @@ func (c collector) links(s qnet.Stats) {
 		n      uint64
 	}{
 		{"malformed", s.Malformed}, {"bad-sender", s.BadSender}, {"foreign-hello", s.ForeignHello},
-		{"restarted", s.Restarted}, {"unauthenticated", s.Unauthenticated},
+		{"restarted", s.Restarted}, {"unauthenticated", s.Unauthenticated}, {"crowded", s.Crowded},
 	} {
 		c.counter("mcnode_dropped_total", helpDropped, d.n, "reason", d.reason)
 	}

@@ -249,6 +249,11 @@ type Stats struct {
 	// Unauthenticated counts connections, both ways, whose TLS handshake
 	// failed: the peer has no group key, or another (only with Keys).
 	Unauthenticated uint64
+	// Crowded counts accepted connections closed unread because as many
+	// handshakes were under way as the mesh allows at once (the TLS
+	// handshake with Keys, the hello without): strangers opening
+	// connections and saying nothing.
+	Crowded uint64
 }
 
 // Mesh links this node to every other node of a fixed list over TCP.
@@ -295,8 +300,8 @@ type Mesh struct {
 	// on every frame the runtime receives (Admission), so not under mu.
 	refusedRestart atomic.Bool
 
-	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted, unauthenticated atomic.Uint64
-	lastWarn                                                                                        atomic.Int64
+	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted, unauthenticated, crowded atomic.Uint64
+	lastWarn                                                                                                 atomic.Int64
 
 	live liveness // with Config.Heartbeat
 }
@@ -547,7 +552,7 @@ func (m *Mesh) Stats() Stats {
 		RecvFrames: perKind(&m.recvFrames), RecvBytes: perKind(&m.recvBytes),
 		Lost: m.lost.Load(), Malformed: m.malformed.Load(), BadSender: m.badSender.Load(),
 		ForeignHello: m.foreignHello.Load(), RefusedByPeer: m.refusedByPeer.Load(), Reconnects: m.reconnects.Load(),
-		Restarted: m.restarted.Load(), Unauthenticated: m.unauthenticated.Load(),
+		Restarted: m.restarted.Load(), Unauthenticated: m.unauthenticated.Load(), Crowded: m.crowded.Load(),
 	}
 	for _, p := range m.peers {
 		if p != nil {
@@ -934,14 +939,25 @@ func (m *Mesh) accept() {
 func (m *Mesh) serve(c net.Conn) {
 	defer m.wg.Done()
 	defer m.drop(c) // the connection as tracked: closing it ends a TLS one too
-	if pair := m.tls.Load(); pair != nil {
-		// A handshake costs a goroutine, a socket and a key exchange for
-		// up to handshakeTimeout: a bounded number at once, so that
-		// strangers opening connections cannot exhaust them.
+	// A handshake costs a goroutine and a socket for up to
+	// handshakeTimeout (and with keys a key exchange): a bounded number at
+	// once, so that strangers opening connections cannot exhaust them.
+	// Without keys the hello is the handshake.
+	begin := func() bool {
 		select {
 		case m.handshakes <- struct{}{}:
+			return true
 		default:
-			m.unauthenticated.Add(1)
+			if n := m.crowded.Add(1); !m.isClosed() && n&(n-1) == 0 {
+				m.log.Warn().Str("remote", c.RemoteAddr().String()).Uint64("crowded", n).Int("at_once", cap(m.handshakes)).
+					Msg("qnet: closed a connection unread: as many handshakes are under way as allowed (strangers opening connections?)")
+			}
+			return false
+		}
+	}
+	pair := m.tls.Load()
+	if pair != nil {
+		if !begin() {
 			return
 		}
 		server := tls.Server(c, pair.server)
@@ -959,7 +975,13 @@ func (m *Mesh) serve(c net.Conn) {
 		c = tc
 	}
 	br := bufio.NewReaderSize(c, readBuffer)
+	if pair == nil && !begin() {
+		return
+	}
 	from, inc, ok := m.helloIn(c, br)
+	if pair == nil {
+		<-m.handshakes
+	}
 	if !ok {
 		return
 	}
@@ -1020,6 +1042,14 @@ func (m *Mesh) takeOver(from int, inc uint64, in *inConn) bool {
 // before the close, which the reader reads to the end.
 const takeOverDrain = time.Second
 
+// malformedNews counts a malformed hello, and reports whether it is news
+// worth a log line: the 1st, 2nd, 4th, ... (a stream of strangers is news,
+// each of them not; without keys any host can open connections).
+func (m *Mesh) malformedNews() bool {
+	n := m.malformed.Add(1)
+	return n&(n-1) == 0
+}
+
 // helloIn reads and checks a hello, and answers it.
 func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok bool) {
 	remote := c.RemoteAddr().String()
@@ -1027,14 +1057,16 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok b
 	var magic [4]byte
 	if n, err := io.ReadFull(br, magic[:]); err != nil {
 		if n > 0 && !m.isClosed() {
-			m.malformed.Add(1)
-			m.log.Warn().Err(err).Str("remote", remote).Msg("qnet: connection closed during its hello")
+			if m.malformedNews() {
+				m.log.Warn().Err(err).Str("remote", remote).Uint64("malformed", m.malformed.Load()).Msg("qnet: connection closed during its hello")
+			}
 		}
 		return 0, 0, false
 	}
 	if magic != helloMagic {
-		m.malformed.Add(1)
-		m.log.Warn().Str("remote", remote).Bytes("magic", magic[:]).Msg("qnet: connection does not open with a qnet hello of this version (a node of another mcnode version, or not mcnode); closing it")
+		if m.malformedNews() {
+			m.log.Warn().Str("remote", remote).Bytes("magic", magic[:]).Uint64("malformed", m.malformed.Load()).Msg("qnet: connection does not open with a qnet hello of this version (a node of another mcnode version, or not mcnode); closing it")
+		}
 		return 0, 0, false
 	}
 	idx, err := binary.ReadUvarint(br)
@@ -1057,9 +1089,8 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok b
 		_, err = io.ReadFull(br, hello)
 	}
 	if err != nil {
-		if !m.isClosed() {
-			m.malformed.Add(1)
-			m.log.Warn().Err(err).Str("remote", remote).Msg("qnet: bad hello; closing the connection")
+		if !m.isClosed() && m.malformedNews() {
+			m.log.Warn().Err(err).Str("remote", remote).Uint64("malformed", m.malformed.Load()).Msg("qnet: bad hello; closing the connection")
 		}
 		return 0, 0, false
 	}

@@ -568,3 +568,26 @@ func TestMem(t *testing.T) {
 	ends[0].Close()
 	ends[2].Close()
 }
+
+// A stream of connections that do not open with a hello is counted whole
+// and logged at the 1st, 2nd, 4th, ... only: without a key any host may
+// open them, and each wrote a warning (3,000 grew a log by 737 KB).
+func TestMalformedHellosLoggedSparingly(t *testing.T) {
+	var log syncbuf.Buffer
+	ls, peers := listeners(t, 1)
+	m := start(t, 0, peers, ls[0], zerolog.New(&log))
+	const strangers = 50
+	for i := range strangers {
+		c, err := net.Dial("tcp", peers[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+		c.Close()
+		// One at a time: none is closed unread for a crowd of handshakes.
+		eventually(t, "the stranger counted as malformed", func() bool { return m.Stats().Malformed == uint64(i+1) })
+	}
+	if n := strings.Count(log.String(), "does not open with a qnet hello"); n != 6 {
+		t.Errorf("%d strangers logged %d times, want 6 (the 1st, 2nd, 4th, ..., 32nd):\n%s", strangers, n, log.String())
+	}
+}

@@ -161,11 +161,22 @@ func TestPlainHelloToKeyedNode(t *testing.T) {
 }
 
 // Strangers that open connections and say nothing hold at most a bounded
-// number of handshakes; the peers still connect.
+// number of handshakes, with a key or without one (where the hello is the
+// handshake: each held a socket for its 5 s, unbounded); the peers still
+// connect.
 func TestHandshakesBounded(t *testing.T) {
-	key := testKey(t)
+	for _, keyed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("keyed=%v", keyed), func(t *testing.T) { handshakesBounded(t, keyed) })
+	}
+}
+
+func handshakesBounded(t *testing.T, keyed bool) {
+	var keys []seal.Key
+	if keyed {
+		keys = append(keys, testKey(t))
+	}
 	ls, peers := listeners(t, 2)
-	m0 := startKeyed(t, 0, peers, ls[0], key)
+	m0 := startKeyed(t, 0, peers, ls[0], keys...)
 	var idle []net.Conn
 	defer func() {
 		for _, c := range idle {
@@ -180,13 +191,13 @@ func TestHandshakesBounded(t *testing.T) {
 		idle = append(idle, c)
 	}
 	eventually(t, "strangers beyond the bound refused at once", func() bool {
-		return m0.Stats().Unauthenticated >= 200-uint64(cap(m0.handshakes))
+		return m0.Stats().Crowded >= 200-uint64(cap(m0.handshakes))
 	})
 	// Their handshakes time out; then a peer connects.
 	for _, c := range idle {
 		c.Close()
 	}
-	m1 := startKeyed(t, 1, peers, ls[1], key)
+	m1 := startKeyed(t, 1, peers, ls[1], keys...)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := m1.WaitConnected(ctx); err != nil {
