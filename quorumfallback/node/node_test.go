@@ -692,7 +692,12 @@ func TestPartlyRestartedGroupGrantsNoHeldLock(t *testing.T) {
 	} else {
 		t.Logf("restarted node 2: %v", err)
 	}
-	if err := held.Release(); err != nil {
+	// Node 0's quorum holds restarted nodes, whose links echo its
+	// heartbeats only once they have connected again: on a loaded host
+	// (-race in CI) that may take longer than the lease less the margin,
+	// and the lease is then lost, as the failure handling says. Nothing
+	// else may go wrong.
+	if err := held.Release(); err != nil && !errors.Is(err, ErrLeaseLost) {
 		t.Fatal(err)
 	}
 }
