@@ -180,6 +180,10 @@ func (m *Mesh) Forget(i int, inc uint64) {
 	m.lost.Add(uint64(p.queued))
 	p.buf, p.queued = p.buf[:0], 0
 	p.mu.Unlock()
+	select { // the writer ends a connection to inc at once (pump)
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Failed returns a channel closed once a peer has answered that this
@@ -193,6 +197,17 @@ func (m *Mesh) declaredFailed() {
 		m.live.wasFailed = true
 		close(m.live.failed)
 	}
+}
+
+// wasForgotten reports whether node i's incarnation inc (not 0) was put
+// down (Forget).
+func (l *liveness) wasForgotten(i int, inc uint64) bool {
+	if inc == 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.forgotten[i] == inc
 }
 
 // refused reports whether node i's incarnation inc was refused for good.
@@ -240,13 +255,28 @@ func (m *Mesh) takeIncarnation(i int, inc uint64) bool {
 // once the runtime has put that one down (its queue then dropped), the
 // next. Otherwise what is queued was for another incarnation, and it waits.
 func (m *Mesh) writeTo(p *peer, acc uint64) error {
-	if m.cfg.Heartbeat == 0 || p.inc == 0 || p.inc == acc {
+	if m.cfg.Heartbeat == 0 {
 		p.inc = acc
 		return nil
 	}
 	m.live.mu.Lock()
 	down := m.live.forgotten[p.id]
 	m.live.mu.Unlock()
+	if acc == down {
+		// Still running (it has not learned it was put down): what is
+		// queued is for its next incarnation.
+		return &refusedError{p.id, p.addr, "its incarnation was put down here: waiting for the next", true}
+	}
+	// One incarnation per peer, both ways: what the runtime sends is for
+	// the incarnation it takes (from its hello, or from this acceptance),
+	// never another one it has not put down.
+	if !m.takeIncarnation(p.id, acc) {
+		return &refusedError{p.id, p.addr, "another incarnation than the one this node takes, which it has not put down yet", true}
+	}
+	if p.inc == 0 || p.inc == acc {
+		p.inc = acc
+		return nil
+	}
 	if down != p.inc {
 		return &refusedError{p.id, p.addr, "it came back as a new incarnation, which this node has not put the last one down for yet", true}
 	}

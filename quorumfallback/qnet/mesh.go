@@ -765,7 +765,7 @@ func (m *Mesh) write(p *peer) {
 			return
 		}
 		m.reconnects.Add(1)
-		if !errors.Is(err, errRedial) && m.cfg.Heartbeat > 0 {
+		if !errors.Is(err, errRedial) && !errors.Is(err, errForgotten) && m.cfg.Heartbeat > 0 {
 			// What was written may be lost: the runtime puts that
 			// incarnation down rather than wait on what never arrives.
 			m.live.broken[p.id].Store(p.inc)
@@ -773,6 +773,8 @@ func (m *Mesh) write(p *peer) {
 		switch {
 		case errors.Is(err, errRedial):
 			m.log.Info().Int("peer", p.id).Str("addr", p.addr).Msg("qnet: link made with a removed key; redialling")
+		case errors.Is(err, errForgotten):
+			m.log.Info().Int("peer", p.id).Str("addr", p.addr).Msg("qnet: the incarnation this link went to was put down; dialling its next")
 		case bye.Load():
 			m.log.Info().Int("peer", p.id).Str("addr", p.addr).Msg("qnet: peer shut down; redialling")
 		default:
@@ -781,6 +783,10 @@ func (m *Mesh) write(p *peer) {
 		}
 	}
 }
+
+// errForgotten ends a connection to an incarnation the runtime put down
+// (Forget): what is queued now is for the next one.
+var errForgotten = errors.New("qnet: the peer's incarnation was put down")
 
 // errRedial ends a connection the writer was asked to make anew.
 var errRedial = errors.New("qnet: the link's key was removed: making it again")
@@ -795,6 +801,14 @@ var errPeerClosed = errors.New("qnet: peer closed the connection")
 func (m *Mesh) pump(p *peer, c net.Conn, dead <-chan struct{}, spare *[]byte) error {
 	for {
 		p.mu.Lock()
+		// Checked under p.mu: Forget records the incarnation put down
+		// before it empties the queue, so a frame queued after Forget (for
+		// the next incarnation) is never taken for this connection to the
+		// one put down, where it would be lost.
+		if m.cfg.Heartbeat > 0 && m.live.wasForgotten(p.id, p.inc) {
+			p.mu.Unlock()
+			return errForgotten
+		}
 		batch, n := p.buf, p.queued
 		if n > 0 {
 			p.buf, p.queued = (*spare)[:0], 0
