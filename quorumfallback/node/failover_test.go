@@ -168,16 +168,20 @@ func newLinkProxy(t *testing.T, target string) *linkProxy {
 	}
 	p := &linkProxy{target: target, l: l, cut: map[byte]bool{}, conns: map[byte][]net.Conn{}}
 	t.Cleanup(func() { l.Close(); p.setCut(255, true) })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go p.forward(c)
-		}
-	}()
+	go forwardEach(l, p.forward)
 	return p
+}
+
+// forwardEach hands each connection l accepts to forward, in a goroutine
+// of its own, until l is closed.
+func forwardEach(l net.Listener, forward func(net.Conn)) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go forward(c)
+	}
 }
 
 func (p *linkProxy) forward(c net.Conn) {

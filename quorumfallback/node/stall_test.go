@@ -59,15 +59,7 @@ func newPartProxy(t *testing.T, target string) *partProxy {
 		}
 		p.mu.Unlock()
 	})
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go p.forward(c)
-		}
-	}()
+	go forwardEach(l, p.forward)
 	return p
 }
 
