@@ -250,9 +250,8 @@ type Stats struct {
 	// failed: the peer has no group key, or another (only with Keys).
 	Unauthenticated uint64
 	// Crowded counts accepted connections closed unread because as many
-	// handshakes were under way as the mesh allows at once (the TLS
-	// handshake with Keys, the hello without): strangers opening
-	// connections and saying nothing.
+	// TLS handshakes were under way as the mesh allows at once (only with
+	// Keys): strangers opening connections and saying nothing.
 	Crowded uint64
 }
 
@@ -301,7 +300,9 @@ type Mesh struct {
 	refusedRestart atomic.Bool
 
 	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted, unauthenticated, crowded atomic.Uint64
-	lastWarn                                                                                                 atomic.Int64
+	// news keeps the log lines about strangers few.
+	news     news
+	lastWarn atomic.Int64
 
 	live liveness // with Config.Heartbeat
 }
@@ -953,34 +954,30 @@ func (m *Mesh) accept() {
 func (m *Mesh) serve(c net.Conn) {
 	defer m.wg.Done()
 	defer m.drop(c) // the connection as tracked: closing it ends a TLS one too
-	// A handshake costs a goroutine and a socket for up to
-	// handshakeTimeout (and with keys a key exchange): a bounded number at
-	// once, so that strangers opening connections cannot exhaust them.
-	// Without keys the hello is the handshake.
-	begin := func() bool {
+	if pair := m.tls.Load(); pair != nil {
+		// A handshake costs a goroutine, a socket and a key exchange for
+		// up to handshakeTimeout: a bounded number at once, so that
+		// strangers opening connections cannot exhaust them. (Without
+		// keys nothing is bounded: any host may open connections, and a
+		// bound there would let strangers that hold its slots lock the
+		// peers out.)
 		select {
 		case m.handshakes <- struct{}{}:
-			return true
 		default:
-			if n := m.crowded.Add(1); !m.isClosed() && n&(n-1) == 0 {
-				m.log.Warn().Str("remote", c.RemoteAddr().String()).Uint64("crowded", n).Int("at_once", cap(m.handshakes)).
-					Msg("qnet: closed a connection unread: as many handshakes are under way as allowed (strangers opening connections?)")
+			m.crowded.Add(1)
+			if skipped, ok := m.news.allow(newsCrowded); ok && !m.isClosed() {
+				m.log.Warn().Str("remote", c.RemoteAddr().String()).Uint64("crowded", m.crowded.Load()).Uint64("unlogged", skipped).
+					Int("at_once", cap(m.handshakes)).
+					Msg("qnet: closed a connection unread: as many key handshakes are under way as allowed (strangers opening connections?)")
 			}
-			return false
-		}
-	}
-	pair := m.tls.Load()
-	if pair != nil {
-		if !begin() {
 			return
 		}
 		server := tls.Server(c, pair.server)
 		tc, err := m.secure(server)
 		<-m.handshakes
 		if err != nil {
-			// 1, 2, 4, ...: a stream of strangers is news, each of them not.
-			if n := m.unauthenticated.Load(); !m.isClosed() && n&(n-1) == 0 {
-				m.log.Warn().Err(err).Str("remote", c.RemoteAddr().String()).Uint64("refused", n).
+			if skipped, ok := m.news.allow(newsUnauthenticated); ok && !m.isClosed() {
+				m.log.Warn().Err(err).Str("remote", c.RemoteAddr().String()).Uint64("refused", m.unauthenticated.Load()).Uint64("unlogged", skipped).
 					Msg("qnet: refused a connection that did not authenticate with the group key")
 			}
 			return
@@ -989,13 +986,7 @@ func (m *Mesh) serve(c net.Conn) {
 		c = tc
 	}
 	br := bufio.NewReaderSize(c, readBuffer)
-	if pair == nil && !begin() {
-		return
-	}
 	from, inc, ok := m.helloIn(c, br)
-	if pair == nil {
-		<-m.handshakes
-	}
 	if !ok {
 		return
 	}
@@ -1056,14 +1047,6 @@ func (m *Mesh) takeOver(from int, inc uint64, in *inConn) bool {
 // before the close, which the reader reads to the end.
 const takeOverDrain = time.Second
 
-// malformedNews counts a malformed hello, and reports whether it is news
-// worth a log line: the 1st, 2nd, 4th, ... (a stream of strangers is news,
-// each of them not; without keys any host can open connections).
-func (m *Mesh) malformedNews() bool {
-	n := m.malformed.Add(1)
-	return n&(n-1) == 0
-}
-
 // helloIn reads and checks a hello, and answers it.
 func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok bool) {
 	remote := c.RemoteAddr().String()
@@ -1071,15 +1054,17 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok b
 	var magic [4]byte
 	if n, err := io.ReadFull(br, magic[:]); err != nil {
 		if n > 0 && !m.isClosed() {
-			if m.malformedNews() {
-				m.log.Warn().Err(err).Str("remote", remote).Uint64("malformed", m.malformed.Load()).Msg("qnet: connection closed during its hello")
+			m.malformed.Add(1)
+			if skipped, ok := m.news.allow(newsCutHello); ok {
+				m.log.Warn().Err(err).Str("remote", remote).Uint64("unlogged", skipped).Msg("qnet: connection closed during its hello")
 			}
 		}
 		return 0, 0, false
 	}
 	if magic != helloMagic {
-		if m.malformedNews() {
-			m.log.Warn().Str("remote", remote).Bytes("magic", magic[:]).Uint64("malformed", m.malformed.Load()).Msg("qnet: connection does not open with a qnet hello of this version (a node of another mcnode version, or not mcnode); closing it")
+		m.malformed.Add(1)
+		if skipped, ok := m.news.allow(newsNoHello); ok {
+			m.log.Warn().Str("remote", remote).Bytes("magic", magic[:]).Uint64("unlogged", skipped).Msg("qnet: connection does not open with a qnet hello of this version (a node of another mcnode version, or not mcnode); closing it")
 		}
 		return 0, 0, false
 	}
@@ -1103,8 +1088,11 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok b
 		_, err = io.ReadFull(br, hello)
 	}
 	if err != nil {
-		if !m.isClosed() && m.malformedNews() {
-			m.log.Warn().Err(err).Str("remote", remote).Uint64("malformed", m.malformed.Load()).Msg("qnet: bad hello; closing the connection")
+		if !m.isClosed() {
+			m.malformed.Add(1)
+			if skipped, ok := m.news.allow(newsBadHello); ok {
+				m.log.Warn().Err(err).Str("remote", remote).Uint64("unlogged", skipped).Msg("qnet: bad hello; closing the connection")
+			}
 		}
 		return 0, 0, false
 	}

@@ -570,24 +570,56 @@ func TestMem(t *testing.T) {
 }
 
 // A stream of connections that do not open with a hello is counted whole
-// and logged at the 1st, 2nd, 4th, ... only: without a key any host may
-// open them, and each wrote a warning (3,000 grew a log by 737 KB).
-func TestMalformedHellosLoggedSparingly(t *testing.T) {
+// and logged once (then at most once a minute): without a key any host may
+// open them, and each wrote a warning (3,000 grew a log by 737 KB). A
+// stranger of another kind is still logged at once.
+func TestStrangersLoggedSparingly(t *testing.T) {
 	var log syncbuf.Buffer
 	ls, peers := listeners(t, 1)
 	m := start(t, 0, peers, ls[0], zerolog.New(&log))
-	const strangers = 50
-	for i := range strangers {
+	send := func(b []byte) {
+		t.Helper()
 		c, err := net.Dial("tcp", peers[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+		_, _ = c.Write(b)
 		c.Close()
-		// One at a time: none is closed unread for a crowd of handshakes.
+	}
+	const strangers = 50
+	for i := range strangers {
+		send([]byte("GET / HTTP/1.0\r\n\r\n"))
 		eventually(t, "the stranger counted as malformed", func() bool { return m.Stats().Malformed == uint64(i+1) })
 	}
-	if n := strings.Count(log.String(), "does not open with a qnet hello"); n != 6 {
-		t.Errorf("%d strangers logged %d times, want 6 (the 1st, 2nd, 4th, ..., 32nd):\n%s", strangers, n, log.String())
+	if n := strings.Count(log.String(), "does not open with a qnet hello"); n != 1 {
+		t.Errorf("%d strangers logged %d times, want once:\n%s", strangers, n, log.String())
+	}
+	// A hello cut short: news of another kind.
+	send(helloMagic[:2])
+	eventually(t, "the cut hello counted", func() bool { return m.Stats().Malformed == strangers+1 })
+	if !strings.Contains(log.String(), "closed during its hello") {
+		t.Errorf("a hello cut short after %d strangers of another kind was not logged:\n%s", strangers, log.String())
+	}
+}
+
+// Stranger news of a kind is logged at once, then at most once every
+// newsEvery, with the number left unlogged meanwhile.
+func TestNewsEvery(t *testing.T) {
+	now := time.Unix(1000, 0)
+	n := news{now: func() time.Time { return now }}
+	if _, ok := n.allow(newsNoHello); !ok {
+		t.Fatal("the first news of a kind was not logged")
+	}
+	for range 3 {
+		if _, ok := n.allow(newsNoHello); ok {
+			t.Fatal("news within newsEvery of the last logged was logged")
+		}
+	}
+	if _, ok := n.allow(newsBadHello); !ok {
+		t.Fatal("the first news of another kind was not logged")
+	}
+	now = now.Add(newsEvery)
+	if skipped, ok := n.allow(newsNoHello); !ok || skipped != 3 {
+		t.Fatalf("after newsEvery: logged %v with %d unlogged, want logged with 3", ok, skipped)
 	}
 }
