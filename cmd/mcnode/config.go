@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,6 +36,15 @@ func withConfig(cmd *cli.Command, known func() map[string]bool) *cli.Command {
 		return altsrc.NewMapInputSource("", map[any]any{}), nil
 	})
 	cmd.Before = func(c *cli.Context) error {
+		// What the command line and the environment set, before the file
+		// sets the rest: onCommandLine tells them apart.
+		typed := map[string]bool{}
+		for _, f := range c.Command.Flags {
+			if name := f.Names()[0]; c.IsSet(name) {
+				typed[name] = true
+			}
+		}
+		c.Context = context.WithValue(c.Context, beforeConfigKey{}, typed)
 		if path := c.String("config"); path != "" {
 			if err := checkConfig(path, known()); err != nil {
 				return usage("--config %v", err)
@@ -51,6 +61,10 @@ func withConfig(cmd *cli.Command, known func() map[string]bool) *cli.Command {
 	}
 	return cmd
 }
+
+// beforeConfigKey keys, in a command's context, the flags set before its
+// --config file was read.
+type beforeConfigKey struct{}
 
 // checkConfig refuses a config file with a setting no command has.
 func checkConfig(path string, known map[string]bool) error {

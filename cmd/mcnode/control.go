@@ -639,10 +639,15 @@ func joinPhase(st group.Status) string {
 
 func (j *joining) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
 	p := j.ready.Load()
-	if p == nil {
-		if _, err := j.get(); try {
+	if p == nil && try {
+		// Not a member: say why at once (the daemon may have become one
+		// since the load above: then ask it).
+		if _, err := j.get(); err != nil {
 			return nil, err
 		}
+		p = j.ready.Load()
+	}
+	if p == nil {
 		var err error
 		if p, err = j.wait(ctx, nil); err != nil {
 			return nil, err
@@ -655,15 +660,26 @@ func (j *joining) acquire(ctx context.Context, name string, try bool) (mcnode.Le
 			j.acquired(time.Since(t0))
 		}
 		// A quorum-mode node its peers declared failed (while this node
-		// was cut off, say) fails its waiting requests, and mcnode run
-		// starts it anew. A request that only waited lost nothing: it
-		// asks the new node, within the client's time.
-		if try || !errors.Is(err, node.ErrFailed) || ctx.Err() != nil {
+		// was cut off, say) fails its waiting requests, and closed, those
+		// that come after, and mcnode run starts it anew. A request that
+		// only waited lost nothing: it asks the new node, within the
+		// client's time.
+		if try || ctx.Err() != nil || !errors.Is(err, node.ErrFailed) && !(errors.Is(err, node.ErrClosed) && exited(*p)) {
 			return l, err
 		}
 		if p, err = j.wait(ctx, p); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// exited reports whether g is a quorum-mode node that has stopped.
+func exited(g locker) bool {
+	select {
+	case <-stoppedOf(g):
+		return true
+	default:
+		return false
 	}
 }
 

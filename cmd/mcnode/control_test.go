@@ -69,11 +69,22 @@ func TestPrivateDir(t *testing.T) {
 // fakeLocker is a daemon's node for the control socket's tests: it grants
 // every lock at once, or, with noQuorum, reaches no majority (its requests
 // wait for ever, as a real node's do), or, with failed, was declared failed
-// by its quorum-mode peers (its requests fail, as a real node's do).
+// by its quorum-mode peers (its requests fail, as a real node's do: with
+// node.ErrFailed, or node.ErrClosed once it has closed).
 type fakeLocker struct {
 	noQuorum bool
 	failed   bool
+	closed   bool
 	released chan string
+}
+
+// stopped is closed for a failed node, as a quorum-mode node's Done.
+func (f *fakeLocker) stopped() <-chan struct{} {
+	c := make(chan struct{})
+	if f.failed {
+		close(c)
+	}
+	return c
 }
 
 type fakeLease struct {
@@ -94,6 +105,9 @@ func (l *fakeLease) Release() error {
 }
 
 func (f *fakeLocker) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
+	if f.failed && f.closed {
+		return nil, node.ErrClosed
+	}
 	if f.failed {
 		return nil, node.ErrFailed
 	}
@@ -514,8 +528,15 @@ func FuzzSentName(f *testing.F) {
 // lock from it: it used to fail at once, "its locks are lost", with its
 // --timeout far from over. --nonblock still says so at once.
 func TestLockWaitsForTheRestartedNode(t *testing.T) {
+	// Asked while it fails its waiters, or once it has closed.
+	for _, closed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("closed=%v", closed), func(t *testing.T) { lockWaitsForTheRestartedNode(t, closed) })
+	}
+}
+
+func lockWaitsForTheRestartedNode(t *testing.T, closed bool) {
 	j := &joining{group: "g"}
-	var failed locker = &fakeLocker{failed: true}
+	var failed locker = &fakeLocker{failed: true, closed: closed}
 	j.ready.Store(&failed)
 	path := serveFake(t, j)
 	d := dialFake(t, path)
@@ -523,7 +544,7 @@ func TestLockWaitsForTheRestartedNode(t *testing.T) {
 	if err := d.send(request{Op: "lock", Name: "x", Try: true}); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := d.receive(); err != nil || r.OK || !strings.Contains(r.Error, "declared failed") {
+	if r, err := d.receive(); err != nil || r.OK || !strings.Contains(r.Error, "declared failed") && !strings.Contains(r.Error, "closed") {
 		t.Fatalf("--nonblock on a failed node: %+v, %v; want the failure at once", r, err)
 	}
 	got := make(chan response, 1)
@@ -553,5 +574,32 @@ func TestLockWaitsForTheRestartedNode(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting lock was not granted by the node started anew")
+	}
+}
+
+// A --nonblock lock asked as the daemon becomes a member gets a lease or
+// an error, never neither: the daemon would dereference the missing lease
+// and crash (found by review, with ready flipped as here).
+func TestTryAsTheDaemonJoins(t *testing.T) {
+	j := &joining{group: "g"}
+	var member locker = &fakeLocker{}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			j.ready.Store(&member)
+			j.ready.Store(nil)
+		}
+	}()
+	for i := range 200000 {
+		l, err := j.acquire(context.Background(), "x", true)
+		if l == nil && err == nil {
+			t.Fatalf("call %d: neither a lease nor an error", i)
+		}
 	}
 }

@@ -83,11 +83,20 @@ func asDemo(cmd *cli.Command) *cli.Command {
 
 // onCommandLine reports whether flag name was given on the command line:
 // set, and not by one of its environment variables (with both, the
-// variable's is taken for it). A variable exported for the daemons of this
-// host must not make the demo refuse what its user never typed.
+// variable's is taken for it) nor by the --config file. A variable exported
+// for the daemons of this host, or a config file written for them, must not
+// make a command refuse what its user never typed.
 func onCommandLine(c *cli.Context, name string) bool {
 	if !c.IsSet(name) {
 		return false
+	}
+	if c.Context != nil {
+		if typed, ok := c.Context.Value(beforeConfigKey{}).(map[string]bool); ok && !typed[name] {
+			return false // from the config file
+		}
+	}
+	if c.Command == nil {
+		return true
 	}
 	for _, f := range c.Command.Flags {
 		env, ok := f.(interface{ GetEnvVars() []string })

@@ -263,8 +263,10 @@ func flagNames(err error) string {
 // timestampFile is where this host keeps the highest timestamp it saw of the
 // group (see group.Config.TimestampFile), or "" with --state-dir none or
 // when the default directory cannot be found or made (logged). A
-// --state-dir given that cannot be made is a usage error: its user asked
-// for the protection it gives, and would not look for a warning.
+// --state-dir typed that cannot be made is a usage error: its user asked
+// for the protection it gives, and would not look for a warning (one set
+// by MCNODE_STATE_DIR or the config file, as the default, only warns: it
+// may be meant for the host's daemons, not for this command's user).
 func timestampFile(c *cli.Context, log zerolog.Logger) (string, error) {
 	dir := c.String("state-dir")
 	switch {
@@ -281,7 +283,7 @@ func timestampFile(c *cli.Context, log zerolog.Logger) (string, error) {
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		if c.String("state-dir") != "" {
+		if onCommandLine(c, "state-dir") {
 			return "", usage("--state-dir: %v (give a directory this user can create and write, or none to keep nothing)", err)
 		}
 		log.Warn().Err(err).Msg("cannot create the state directory: neither the highest group timestamp seen nor whether this host is a member is kept (a daemon restarted while cut off could found a second group)")

@@ -222,7 +222,11 @@ func TestStateDirGivenCannotBeMade(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := timestampFile(groupContext("g", filepath.Join(file, "state")), zerolog.Nop())
+	typed := groupContext("g", "")
+	if err := typed.Set("state-dir", filepath.Join(file, "state")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := timestampFile(typed, zerolog.Nop())
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != exitUsage || !strings.Contains(err.Error(), "--state-dir") {
 		t.Errorf("a --state-dir under a file: %v, want a usage error naming --state-dir", err)
@@ -231,6 +235,7 @@ func TestStateDirGivenCannotBeMade(t *testing.T) {
 	if stamp, err := timestampFile(groupContext("g", ""), zerolog.Nop()); stamp != "" || err != nil {
 		t.Errorf("the default state directory under a file: %q, %v; want none, and no error", stamp, err)
 	}
+
 }
 
 // A group name too long for a state file name keeps no state (it used to
@@ -242,5 +247,44 @@ func TestStateFileNameTooLong(t *testing.T) {
 	}
 	if got := stampOf(t, groupContext(strings.Repeat("g", maxFileName-stateNameSlack), state)); got == "" {
 		t.Error("no timestamp file for a name that fits")
+	}
+}
+
+// onCommandLine tells a flag typed from one set by its variable or by the
+// --config file: those may be meant for the host's daemons, and must not
+// make a command refuse what its user never typed (the state directory,
+// the multicast settings of a quorum node given --peers).
+func TestOnCommandLine(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "mcnode.toml")
+	if err := os.WriteFile(config, []byte("state-dir = \"/from/config\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want bool
+	}{
+		{[]string{"x", "--state-dir", "/typed"}, "", true},
+		{[]string{"x"}, "", false},
+		{[]string{"x"}, "/from/env", false},
+		{[]string{"x", "--config", config}, "", false},
+		{[]string{"x", "--config", config, "--state-dir", "/typed"}, "", true},
+	} {
+		t.Setenv("MCNODE_STATE_DIR", tc.env)
+		if tc.env == "" {
+			os.Unsetenv("MCNODE_STATE_DIR")
+		}
+		var got, ran bool
+		cmd := withConfig(&cli.Command{Name: "x",
+			Flags:  []cli.Flag{&cli.StringFlag{Name: "state-dir", EnvVars: []string{"MCNODE_STATE_DIR"}}},
+			Action: func(c *cli.Context) error { got, ran = onCommandLine(c, "state-dir"), true; return nil }},
+			func() map[string]bool { return map[string]bool{"state-dir": true} })
+		app := &cli.App{Commands: []*cli.Command{cmd}}
+		if err := app.Run(append([]string{"mcnode"}, tc.args...)); err != nil || !ran {
+			t.Fatalf("%v: %v (ran %v)", tc.args, err, ran)
+		}
+		if got != tc.want {
+			t.Errorf("%v with MCNODE_STATE_DIR=%q: on the command line %v, want %v", tc.args, tc.env, got, tc.want)
+		}
 	}
 }

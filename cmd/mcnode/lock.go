@@ -59,9 +59,9 @@ func lockCommand() *cli.Command {
 			"Exit status: COMMAND's own; 1 if the lock was not acquired (--timeout ran out,\n" +
 			"or held elsewhere with --nonblock); 2 for usage errors; 3 if the lock was lost\n" +
 			"while COMMAND ran; 4 if there was no group to ask (no daemon and no member\n" +
-			"answered, a daemon not a member of its group, or with --nonblock a group without\n" +
-			"a majority or a daemon that does not answer); 126/127 if COMMAND cannot be run\n" +
-			"or found.\n\n" +
+			"answered, a daemon of another group, or with --nonblock a daemon not a member\n" +
+			"of its group yet, a group without a majority or a daemon that does not answer);\n" +
+			"126/127 if COMMAND cannot be run or found.\n\n" +
 			"In quorum mode (--mode quorum) the lock always goes through the local daemon\n" +
 			"and is granted in the protocol's order (request timestamps, or FIFO per arbiter\n" +
 			"for kakugawa); --nonblock means \"not granted within 200 ms\" (the protocols\n" +

@@ -36,10 +36,11 @@ const (
 	exitUsage       = 2 // bad flags or arguments
 	exitLost        = 3 // the lock was lost while the command ran
 	// exitNoGroup: mcnode lock found no group to ask: no local daemon and no
-	// member answered, a daemon that is not a member of its group (or of
-	// another group), or, with --nonblock, a group that cannot decide (no
-	// majority) or a daemon that does not answer. A script tells it apart
-	// from a lock held elsewhere (1).
+	// member answered, a daemon of another group, or, with --nonblock, a
+	// daemon not a member of its group yet, a group that cannot decide (no
+	// majority) or a daemon that does not answer. (Without --nonblock a lock
+	// waits for those within --timeout, and exits 1 when it runs out.) A
+	// script tells it apart from a lock held elsewhere (1).
 	exitNoGroup  = 4
 	exitNotFound = 127
 	exitNotExec  = 126

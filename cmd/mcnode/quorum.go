@@ -176,13 +176,18 @@ type daemonNode struct {
 	via     *group.Group // quorum mode: the multicast group the peers came from, if they did
 }
 
-// stoppedOf returns a channel closed when a quorum-mode node stops by
-// itself (declared failed: node.ErrFailed), or nil.
+// stoppedOf returns a channel closed when a quorum-mode node stops (by
+// itself: declared failed, node.ErrFailed; or closed), or nil.
 func stoppedOf(l locker) <-chan struct{} {
-	if d, ok := l.(daemonNode); ok {
-		if n, ok := mcnode.Unwrap(d.Locker).(*node.Node); ok {
-			return n.Done()
-		}
+	if s, ok := l.(interface{ stopped() <-chan struct{} }); ok {
+		return s.stopped()
+	}
+	return nil
+}
+
+func (d daemonNode) stopped() <-chan struct{} {
+	if n, ok := mcnode.Unwrap(d.Locker).(*node.Node); ok {
+		return n.Done()
 	}
 	return nil
 }
