@@ -123,3 +123,36 @@ func TestE2EQuorumStoppedHolderDaemon(t *testing.T) {
 	wait := c.background(c.mcnode(waiter, "lock", "--timeout", "30s", "shared", "--", "sh", "-c", critical, "sh", c.dir, strconv.Itoa(waiter), "5"))
 	holderCutShort(t, l, hold, wait, holder, waiter, stopped)
 }
+
+// TestE2EQuorumLockWaitsAcrossRestart: a `mcnode lock` waits on host 2
+// while host 0 holds the lock; host 2's daemon is stopped (SIGSTOP) long
+// enough for its peers to declare it failed, and continued: it learns it,
+// starts its node anew, and the waiting lock asks the new node and gets
+// the lock once host 0 lets it go. It used to fail at once ("its locks are
+// lost"), with its --timeout far from over.
+func TestE2EQuorumLockWaitsAcrossRestart(t *testing.T) {
+	c := newQuorumCluster(t, 3, "maekawa", "majority")
+	ready := filepath.Join(c.dir, "held")
+	holder := c.background(c.mcnode(0, "lock", "x", "--", "sh", "-c", "touch "+ready+"; sleep 6"))
+	waitFile(t, ready, "host 0 holds x")
+	waiter := c.background(c.mcnode(2, "lock", "--timeout", "40s", "x", "--", "true"))
+	time.Sleep(300 * time.Millisecond) // its request is in
+	if err := c.daemons[2].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// Detection (1 s), then the lease and its margin (1.8 s): put down.
+	time.Sleep(3500 * time.Millisecond)
+	if err := c.daemons[2].Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	c.waitLog(2, "starting it anew, as a new incarnation")
+	holder.wantClean(t, "the holder on host 0")
+	select {
+	case err := <-waiter.done:
+		if err != nil {
+			t.Fatalf("the lock that waited across its node's restart: %v: %s", err, waiter.out)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the lock that waited across its node's restart was not granted within 20 s after the holder let go: %s", waiter.out)
+	}
+}
