@@ -265,20 +265,20 @@ func (m *Mesh) writeTo(p *peer, acc uint64) error {
 	if acc == down {
 		// Still running (it has not learned it was put down): what is
 		// queued is for its next incarnation.
-		return &refusedError{p.id, p.addr, "its incarnation was put down here: waiting for the next", true}
+		return &waitingError{p.id, p.addr, "the incarnation that answered was put down here: waiting for its next"}
 	}
 	// One incarnation per peer, both ways: what the runtime sends is for
 	// the incarnation it takes (from its hello, or from this acceptance),
 	// never another one it has not put down.
 	if !m.takeIncarnation(p.id, acc) {
-		return &refusedError{p.id, p.addr, "another incarnation than the one this node takes, which it has not put down yet", true}
+		return &waitingError{p.id, p.addr, "the incarnation that answered is not the one this node took, which it has not put down yet"}
 	}
 	if p.inc == 0 || p.inc == acc {
 		p.inc = acc
 		return nil
 	}
 	if down != p.inc {
-		return &refusedError{p.id, p.addr, "it came back as a new incarnation, which this node has not put the last one down for yet", true}
+		return &waitingError{p.id, p.addr, "it came back as a new incarnation, which this node has not put the last one down for yet"}
 	}
 	p.inc = acc
 	return nil

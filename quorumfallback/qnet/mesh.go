@@ -696,6 +696,18 @@ func (m *Mesh) dropEvent() *zerolog.Event {
 }
 
 // refusedError is a peer's refusal of our hello.
+// waitingError: this node does not write to the incarnation of a peer
+// that accepted its hello, yet (writeTo); it dials again at the usual pace.
+type waitingError struct {
+	peer   int
+	addr   string
+	reason string
+}
+
+func (e *waitingError) Error() string {
+	return fmt.Sprintf("qnet: not writing to peer %d at %s yet: %s", e.peer, e.addr, e.reason)
+}
+
 type refusedError struct {
 	peer   int
 	addr   string
@@ -714,6 +726,7 @@ func (m *Mesh) write(p *peer) {
 	defer m.wg.Done()
 	var spare []byte
 	failures := 0 // consecutive failed dials, to log only the first loudly
+	lastWait := ""
 	for {
 		c, err := m.dial(p)
 		if err != nil {
@@ -723,7 +736,15 @@ func (m *Mesh) write(p *peer) {
 			failures++
 			wait := m.cfg.DialRetry
 			var refused *refusedError
+			var waiting *waitingError
 			switch {
+			case errors.As(err, &waiting):
+				// Logged again when the reason changes: the last one
+				// is what keeps the link down.
+				if waiting.reason != lastWait {
+					lastWait = waiting.reason
+					m.log.Info().Err(err).Dur("retry", wait).Msg("qnet: waiting before writing to a peer's incarnation; dialling again")
+				}
 			case errors.As(err, &refused) && refused.passing:
 				if failures == 1 {
 					m.log.Info().Err(err).Dur("retry", wait).Msg("qnet: a peer does not take this incarnation yet; retrying")
@@ -743,7 +764,7 @@ func (m *Mesh) write(p *peer) {
 			continue
 		}
 		m.log.Debug().Int("peer", p.id).Str("addr", p.addr).Int("failed_dials", failures).Msg("qnet: connected")
-		failures = 0
+		failures, lastWait = 0, ""
 		// The peer never writes on this connection; a reader sees at once
 		// when it closes, so that the writer redials before the next frame
 		// rather than losing it to a dead connection.
@@ -765,7 +786,9 @@ func (m *Mesh) write(p *peer) {
 		if m.isClosed() {
 			return
 		}
-		m.reconnects.Add(1)
+		if !errors.Is(err, errForgotten) { // not a break: the writer ended it
+			m.reconnects.Add(1)
+		}
 		if !errors.Is(err, errRedial) && !errors.Is(err, errForgotten) && m.cfg.Heartbeat > 0 {
 			// What was written may be lost: the runtime puts that
 			// incarnation down rather than wait on what never arrives.
@@ -1131,6 +1154,14 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok b
 	}
 	if _, err := c.Write(reply); err != nil || answer != helloAccept {
 		return 0, 0, false
+	}
+	if m.cfg.Heartbeat > 0 {
+		// A sign of life: a peer whose writer waits for this node's take
+		// of it to match (writeTo) dials again and again, and sends
+		// nothing else meanwhile; suspected for it, a healthy new
+		// incarnation was declared failed. Suspicion is about liveness
+		// only: leases run on echoes (Acked).
+		m.live.heardAt[idx].Store(m.live.since())
 	}
 	_ = c.SetDeadline(time.Time{})
 	return int(idx), inc, true

@@ -199,3 +199,59 @@ func TestFrameForNewIncarnationNotLostOnStaleLink(t *testing.T) {
 		t.Fatalf("a request a sent to node 0's new incarnation, after taking it, never arrived: it was written on the connection to the incarnation put down; and Broken(0) names the old incarnation (%d), so the runtime never suspects the new one", a.Broken(0))
 	}
 }
+
+// TestDiallerWaitingIsHeard: node 0 takes node 1's first incarnation from
+// its hello; node 1 comes back anew and accepts node 0's hellos, but node
+// 0's writer waits, sending nothing, until it has put the first one down.
+// The new incarnation must hear node 0 all the same (each accepted hello
+// is a sign of life): it suspected node 0 for its silence, and a healthy
+// node was declared failed and restarted for nothing (found by review,
+// 2-3 of 6 healed partitions of real daemons).
+func TestDiallerWaitingIsHeard(t *testing.T) {
+	const hello = "dialler-waiting"
+	hb := 50 * time.Millisecond
+	ls, peers := listeners(t, 2)
+	a, err := Listen(Config{Self: 0, Peers: peers, Hello: hello, Listener: ls[0], Heartbeat: hb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	old, err := Listen(Config{Self: 1, Peers: peers, Hello: hello, Listener: ls[1], Heartbeat: hb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := old.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for a.Incarnation(1) != old.SelfIncarnation() {
+		if ctx.Err() != nil {
+			t.Fatal("node 0 never took node 1's first incarnation")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	old.Close()
+	var l net.Listener
+	for {
+		if l, err = net.Listen("tcp", peers[1]); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	next, err := Listen(Config{Self: 1, Peers: peers, Hello: hello, Listener: l, Heartbeat: hb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	time.Sleep(time.Second)
+	if next.Incarnation(0) != a.SelfIncarnation() {
+		t.Fatalf("the new incarnation takes node 0 as %d, want %d", next.Incarnation(0), a.SelfIncarnation())
+	}
+	// Heard is on the boot clock: node 0 must be heard, and heard again.
+	first := next.Heard(0)
+	time.Sleep(10 * hb)
+	if again := next.Heard(0); first.IsZero() || !again.After(first) {
+		t.Errorf("the new incarnation took node 0 and heard it at %v, then at %v (zero: never): its runtime would declare the live node 0 failed", first, again)
+	}
+}
