@@ -323,9 +323,17 @@ func TestLockWaitsForTheDaemonToJoin(t *testing.T) {
 	}
 	got := make(chan response, 1)
 	go func() { r, _ := d.receive(); got <- r }()
+	grantedOnceServing(t, j, got, "the daemon joined")
+}
+
+// grantedOnceServing checks that the lock answer got brings comes only once
+// j serves a node that grants it (stored here), and then: when names that
+// moment.
+func grantedOnceServing(t *testing.T, j *joining, got <-chan response, when string) {
+	t.Helper()
 	select {
 	case r := <-got:
-		t.Fatalf("a lock while joining was answered before the daemon joined: %+v", r)
+		t.Fatalf("a lock was answered before %s: %+v", when, r)
 	case <-time.After(300 * time.Millisecond):
 	}
 	var g locker = &fakeLocker{released: make(chan string, 1)}
@@ -333,10 +341,10 @@ func TestLockWaitsForTheDaemonToJoin(t *testing.T) {
 	select {
 	case r := <-got:
 		if !r.OK || r.Token != 7 {
-			t.Fatalf("the lock once joined: %+v", r)
+			t.Fatalf("the lock once %s: %+v", when, r)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the lock was not granted once the daemon joined")
+		t.Fatalf("the lock was not granted once %s", when)
 	}
 }
 
@@ -560,21 +568,7 @@ func lockWaitsForTheRestartedNode(t *testing.T, closed bool) {
 		}
 		got <- r
 	}()
-	select {
-	case r := <-got:
-		t.Fatalf("the lock was answered before the node was started anew: %+v", r)
-	case <-time.After(200 * time.Millisecond):
-	}
-	var anew locker = &fakeLocker{released: make(chan string, 1)}
-	j.ready.Store(&anew)
-	select {
-	case r := <-got:
-		if !r.OK || r.Token != 7 {
-			t.Fatalf("the lock from the node started anew: %+v", r)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiting lock was not granted by the node started anew")
-	}
+	grantedOnceServing(t, j, got, "the node was started anew")
 }
 
 // A --nonblock lock asked as the daemon becomes a member gets a lease or

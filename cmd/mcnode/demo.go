@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -81,37 +80,6 @@ func asDemo(cmd *cli.Command) *cli.Command {
 	return withGroupDefault(cmd, "mcnode-demo")
 }
 
-// onCommandLine reports whether flag name was given on the command line:
-// set, and not by one of its environment variables (with both, the
-// variable's is taken for it) nor by the --config file. A variable exported
-// for the daemons of this host, or a config file written for them, must not
-// make a command refuse what its user never typed.
-func onCommandLine(c *cli.Context, name string) bool {
-	if !c.IsSet(name) {
-		return false
-	}
-	if c.Context != nil {
-		if typed, ok := c.Context.Value(beforeConfigKey{}).(map[string]bool); ok && !typed[name] {
-			return false // from the config file
-		}
-	}
-	if c.Command == nil {
-		return true
-	}
-	for _, f := range c.Command.Flags {
-		env, ok := f.(interface{ GetEnvVars() []string })
-		if !ok || !slices.Contains(f.Names(), name) {
-			continue
-		}
-		for _, v := range env.GetEnvVars() {
-			if _, set := os.LookupEnv(v); set {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 func demoAction(c *cli.Context) error {
 	if err := noArguments(c); err != nil {
 		return err
@@ -131,12 +99,8 @@ func demoAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if m == modeQuorum {
-		for _, f := range demoMulticastOnly {
-			if onCommandLine(c, f) {
-				return usage("--%s applies to the demo's multicast mode only: its quorum nodes run with their protocol's own timings (drop --%s, or run the demo in multicast mode)", f, f)
-			}
-		}
+	if f := typedOf(c, demoMulticastOnly...); m == modeQuorum && f != "" {
+		return usage("--%s applies to the demo's multicast mode only: its quorum nodes run with their protocol's own timings (drop --%s, or run the demo in multicast mode)", f, f)
 	}
 	// The flags are checked here, before a namespace is made, as mcnode run
 	// checks them (in quorum mode only the group's name matters).

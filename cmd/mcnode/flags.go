@@ -166,6 +166,48 @@ func groupConfigKeyed(c *cli.Context, log zerolog.Logger, keys func() ([]seal.Ke
 	return cfg, err
 }
 
+// onCommandLine reports whether flag name was given on the command line:
+// set, and not by one of its environment variables (with both, the
+// variable's is taken for it) nor by the --config file. A variable exported
+// for the daemons of this host, or a config file written for them, must not
+// make a command refuse what its user never typed.
+func onCommandLine(c *cli.Context, name string) bool {
+	if !c.IsSet(name) {
+		return false
+	}
+	if c.Context != nil {
+		if typed, ok := c.Context.Value(beforeConfigKey{}).(map[string]bool); ok && !typed[name] {
+			return false // from the config file
+		}
+	}
+	if c.Command == nil {
+		return true
+	}
+	for _, f := range c.Command.Flags {
+		env, ok := f.(interface{ GetEnvVars() []string })
+		if !ok || !slices.Contains(f.Names(), name) {
+			continue
+		}
+		for _, v := range env.GetEnvVars() {
+			if _, set := os.LookupEnv(v); set {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// typedOf is the first of the flags names that was given on the command
+// line (onCommandLine), or "".
+func typedOf(c *cli.Context, names ...string) string {
+	for _, name := range names {
+		if onCommandLine(c, name) {
+			return name
+		}
+	}
+	return ""
+}
+
 // keyfileKeys are the keys of the --keyfile, none without one. A file that
 // will not do is a usage error, said before anything is opened.
 func keyfileKeys(c *cli.Context) ([]seal.Key, error) {

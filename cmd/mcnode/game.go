@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -81,11 +80,12 @@ func gameAction(c *cli.Context) error {
 		duration: c.Duration("duration"), seed: c.Int64("seed"), target: c.Int("target"), name: c.String("name")}
 	p.lan = c.String("interface") != "" || c.String("peers") != "" || c.IsSet("quorum-size")
 	p.human = !p.watch && !p.headless && !c.Bool("bot")
+	// Flags after an argument are not parsed: "mcnode game x --headless"
+	// would otherwise complain of no terminal.
+	if err := noArguments(c); err != nil {
+		return err
+	}
 	switch {
-	case c.Args().Present():
-		// Flags after an argument are not parsed: "mcnode game x --headless"
-		// would otherwise complain of no terminal.
-		return usage("game takes no arguments, got %q (flags go before any argument)", c.Args().First())
 	case p.bots < 0 || p.bots > 32:
 		return usage("--bots %d: want 0 to 32", p.bots)
 	case p.lan && c.IsSet("bots"):
@@ -106,7 +106,7 @@ func gameAction(c *cli.Context) error {
 		return usage("--name %q: %v", p.name, game.ErrName)
 	case !p.lan && p.name != "" && localBotName.MatchString(p.name):
 		return usage("--name %q: on one host the bots are bot1, bot2, ...: choose another name", p.name)
-	case !p.lan && slices.ContainsFunc([]string{"address", "ttl", "bind", "join-timeout"}, func(f string) bool { return onCommandLine(c, f) }):
+	case !p.lan && typedOf(c, "address", "ttl", "bind", "join-timeout") != "":
 		return usage("--address, --ttl, --bind and --join-timeout apply on a LAN (with --interface); on one host the game uses lo in a private namespace")
 	case p.watch && p.headless:
 		return usage("--watch and --headless: a spectator needs the screen")

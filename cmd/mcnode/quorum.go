@@ -80,12 +80,8 @@ var multicastOnly = []string{"address", "interface", "bind", "ttl", "tick", "tur
 func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 	// Typed ones only: an MCNODE_ variable exported for this host's
 	// multicast daemons must not stop a quorum node its user started.
-	if c.String("peers") != "" {
-		for _, f := range multicastOnly {
-			if onCommandLine(c, f) {
-				return node.Config{}, usage("--%s applies to the multicast group, which a quorum node given --peers does not join: drop --%s (with --quorum-size instead of --peers the node finds its peers in that group, and takes it)", f, f)
-			}
-		}
+	if f := typedOf(c, multicastOnly...); c.String("peers") != "" && f != "" {
+		return node.Config{}, usage("--%s applies to the multicast group, which a quorum node given --peers does not join: drop --%s (with --quorum-size instead of --peers the node finds its peers in that group, and takes it)", f, f)
 	}
 	if algo := c.String("algo"); slices.Contains(protocols.Names(), algo) && !protocols.UsesCoterie(algo) && onCommandLine(c, "coterie") {
 		return node.Config{}, usage("--coterie applies to maekawa, cao-singhal and kakugawa only, not to %s: drop --coterie", algo)
@@ -266,7 +262,7 @@ func quorumStatus(l mcnode.Locker, n *node.Node) (*statusView, error) {
 	case len(down) > 0:
 		v.QuorumText = "cannot reach the nodes it asks for a lock, and takes none (links down: " + strings.Join(down, ", ") + ")"
 	default:
-		v.QuorumText = "cannot take a lock yet: its links are up, and it waits for the nodes it asks to admit it"
+		v.QuorumText = "cannot take a lock now, though its links are up: it waits to be admitted by the nodes it asks, or out its last incarnation's leases"
 	}
 	for _, name := range st.Held {
 		v.Resources = append(v.Resources, resourceView{Name: name, Holder: st.Self})

@@ -300,9 +300,8 @@ type Mesh struct {
 	refusedRestart atomic.Bool
 
 	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted, unauthenticated, crowded atomic.Uint64
-	// news keeps the log lines about strangers few.
-	news     news
-	lastWarn atomic.Int64
+	// news keeps the warnings about strangers and bad frames few.
+	news news
 
 	live liveness // with Config.Heartbeat
 }
@@ -683,19 +682,17 @@ func (m *Mesh) sleep(d time.Duration) bool {
 	}
 }
 
-// dropEvent returns the log event for a dropped frame: a warning at most
-// once a second, so that a misbehaving peer cannot flood the log, and debug
-// otherwise.
-func (m *Mesh) dropEvent() *zerolog.Event {
-	now := time.Now().UnixNano()
-	last := m.lastWarn.Load()
-	if now-last >= int64(time.Second) && m.lastWarn.CompareAndSwap(last, now) {
-		return m.log.Warn()
+// newsEvent returns the log event for news of kind k (see news): a
+// warning, with the number of that kind left unlogged since the last, when
+// news says it is due, and debug otherwise, so that strangers and a
+// misbehaving peer cannot flood the log.
+func (m *Mesh) newsEvent(k int) *zerolog.Event {
+	if skipped, ok := m.news.allow(k); ok {
+		return m.log.Warn().Uint64("unlogged", skipped)
 	}
 	return m.log.Debug()
 }
 
-// refusedError is a peer's refusal of our hello.
 // waitingError: this node does not write to the incarnation of a peer
 // that accepted its hello, yet (writeTo); it dials again at the usual pace.
 type waitingError struct {
@@ -708,6 +705,7 @@ func (e *waitingError) Error() string {
 	return fmt.Sprintf("qnet: not writing to peer %d at %s yet: %s", e.peer, e.addr, e.reason)
 }
 
+// refusedError is a peer's refusal of our hello.
 type refusedError struct {
 	peer   int
 	addr   string
@@ -987,10 +985,8 @@ func (m *Mesh) serve(c net.Conn) {
 		select {
 		case m.handshakes <- struct{}{}:
 		default:
-			m.crowded.Add(1)
-			if skipped, ok := m.news.allow(newsCrowded); ok && !m.isClosed() {
-				m.log.Warn().Str("remote", c.RemoteAddr().String()).Uint64("crowded", m.crowded.Load()).Uint64("unlogged", skipped).
-					Int("at_once", cap(m.handshakes)).
+			if m.crowded.Add(1); !m.isClosed() {
+				m.newsEvent(newsCrowded).Str("remote", c.RemoteAddr().String()).Uint64("crowded", m.crowded.Load()).Int("at_once", cap(m.handshakes)).
 					Msg("qnet: closed a connection unread: as many key handshakes are under way as allowed (strangers opening connections?)")
 			}
 			return
@@ -999,8 +995,8 @@ func (m *Mesh) serve(c net.Conn) {
 		tc, err := m.secure(server)
 		<-m.handshakes
 		if err != nil {
-			if skipped, ok := m.news.allow(newsUnauthenticated); ok && !m.isClosed() {
-				m.log.Warn().Err(err).Str("remote", c.RemoteAddr().String()).Uint64("refused", m.unauthenticated.Load()).Uint64("unlogged", skipped).
+			if !m.isClosed() {
+				m.newsEvent(newsUnauthenticated).Err(err).Str("remote", c.RemoteAddr().String()).Uint64("refused", m.unauthenticated.Load()).
 					Msg("qnet: refused a connection that did not authenticate with the group key")
 			}
 			return
@@ -1078,17 +1074,13 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok b
 	if n, err := io.ReadFull(br, magic[:]); err != nil {
 		if n > 0 && !m.isClosed() {
 			m.malformed.Add(1)
-			if skipped, ok := m.news.allow(newsCutHello); ok {
-				m.log.Warn().Err(err).Str("remote", remote).Uint64("unlogged", skipped).Msg("qnet: connection closed during its hello")
-			}
+			m.newsEvent(newsCutHello).Err(err).Str("remote", remote).Msg("qnet: connection closed during its hello")
 		}
 		return 0, 0, false
 	}
 	if magic != helloMagic {
 		m.malformed.Add(1)
-		if skipped, ok := m.news.allow(newsNoHello); ok {
-			m.log.Warn().Str("remote", remote).Bytes("magic", magic[:]).Uint64("unlogged", skipped).Msg("qnet: connection does not open with a qnet hello of this version (a node of another mcnode version, or not mcnode); closing it")
-		}
+		m.newsEvent(newsNoHello).Str("remote", remote).Bytes("magic", magic[:]).Msg("qnet: connection does not open with a qnet hello of this version (a node of another mcnode version, or not mcnode); closing it")
 		return 0, 0, false
 	}
 	idx, err := binary.ReadUvarint(br)
@@ -1113,9 +1105,7 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok b
 	if err != nil {
 		if !m.isClosed() {
 			m.malformed.Add(1)
-			if skipped, ok := m.news.allow(newsBadHello); ok {
-				m.log.Warn().Err(err).Str("remote", remote).Uint64("unlogged", skipped).Msg("qnet: bad hello; closing the connection")
-			}
+			m.newsEvent(newsBadHello).Err(err).Str("remote", remote).Msg("qnet: bad hello; closing the connection")
 		}
 		return 0, 0, false
 	}
@@ -1189,12 +1179,12 @@ func (m *Mesh) readFrames(from int, inc uint64, c net.Conn, br *bufio.Reader) {
 		f, err := DecodeFrame(body[:size])
 		if err != nil {
 			m.malformed.Add(1)
-			m.dropEvent().Err(err).Int("peer", from).Msg("qnet: dropped a malformed frame")
+			m.newsEvent(newsBadFrame).Err(err).Int("peer", from).Msg("qnet: dropped a malformed frame")
 			continue
 		}
 		if f.Msg.From != from || f.Msg.To != m.cfg.Self {
 			m.badSender.Add(1)
-			m.dropEvent().Int("peer", from).Stringer("msg", f.Msg).Msg("qnet: dropped a frame not from the connection's node or not for this node")
+			m.newsEvent(newsBadSender).Int("peer", from).Stringer("msg", f.Msg).Msg("qnet: dropped a frame not from the connection's node or not for this node")
 			continue
 		}
 		// Counted first, so that whoever took a frame from Inbound sees

@@ -5,21 +5,24 @@ import (
 	"time"
 )
 
-// The kinds of stranger news a mesh logs sparingly (see news).
+// The kinds of news a mesh warns of sparingly (see news).
 const (
 	newsNoHello         = iota // a connection that does not open with a hello
 	newsCutHello               // one closed during its hello
 	newsBadHello               // a hello that does not parse
 	newsUnauthenticated        // a TLS handshake that failed
 	newsCrowded                // one closed unread: too many handshakes at once
+	newsBadFrame               // a frame that does not decode
+	newsBadSender              // a frame not from its connection's node, or not for this one
 	newsKinds
 )
 
 // newsEvery is how often news of one kind is logged at most.
 const newsEvery = time.Minute
 
-// news limits the log lines about strangers: any host may open connections
-// to a mesh, and a line for each of them would grow the log without bound.
+// news limits the warnings about strangers and bad frames: any host may
+// open connections to a mesh, and a peer may misbehave; a warning for each
+// would grow the log without bound.
 // Each kind is logged the first time, then at most once every newsEvery,
 // with the number left unlogged since; a kind never seen is logged at once,
 // however many of the others came before.
