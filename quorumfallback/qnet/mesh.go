@@ -249,9 +249,9 @@ type Stats struct {
 	// Unauthenticated counts connections, both ways, whose TLS handshake
 	// failed: the peer has no group key, or another (only with Keys).
 	Unauthenticated uint64
-	// Crowded counts accepted connections closed unread because as many
-	// TLS handshakes were under way as the mesh allows at once (only with
-	// Keys): strangers opening connections and saying nothing.
+	// Crowded counts accepted connections closed in their hello (or TLS
+	// handshake) to make room for a newer one: as many were as the mesh
+	// allows at once, strangers opening connections and saying nothing.
 	Crowded uint64
 }
 
@@ -259,15 +259,15 @@ type Stats struct {
 type Mesh struct {
 	cfg Config
 	// tls secures the links with the group keys (nil: plain TCP);
-	// replaced whole by SetKeys. handshakes bounds the accepted
-	// connections in their TLS handshake at once.
-	tls        atomic.Pointer[tlsPair]
-	handshakes chan struct{}
-	n          int
-	ln         net.Listener
-	log        zerolog.Logger
-	inbound    chan Inbound
-	peers      []*peer // nil at Self
+	// replaced whole by SetKeys.
+	tls atomic.Pointer[tlsPair]
+	// arrivals bounds the accepted connections in their hello.
+	arrivals arrivals
+	n        int
+	ln       net.Listener
+	log      zerolog.Logger
+	inbound  chan Inbound
+	peers    []*peer // nil at Self
 
 	closed    chan struct{}
 	ctx       context.Context // done when closed: stops dials
@@ -352,19 +352,19 @@ func Listen(cfg Config) (*Mesh, error) {
 	}
 	n := len(cfg.Peers)
 	m := &Mesh{
-		cfg:        cfg,
-		handshakes: make(chan struct{}, 2*len(cfg.Peers)+16),
-		n:          n,
-		ln:         ln,
-		log:        cfg.Logger.With().Int("self", cfg.Self).Logger(),
-		inbound:    make(chan Inbound, InboundBuffer),
-		peers:      make([]*peer, n),
-		closed:     make(chan struct{}),
-		conns:      map[net.Conn]linkAuth{},
-		up:         make([]bool, n),
-		admitted:   make(chan struct{}),
-		changed:    make(chan struct{}),
-		incoming:   make([]*inConn, n),
+		cfg:      cfg,
+		arrivals: arrivals{max: arrivalsAtOnce(len(cfg.Peers))},
+		n:        n,
+		ln:       ln,
+		log:      cfg.Logger.With().Int("self", cfg.Self).Logger(),
+		inbound:  make(chan Inbound, InboundBuffer),
+		peers:    make([]*peer, n),
+		closed:   make(chan struct{}),
+		conns:    map[net.Conn]linkAuth{},
+		up:       make([]bool, n),
+		admitted: make(chan struct{}),
+		changed:  make(chan struct{}),
+		incoming: make([]*inConn, n),
 
 		incarnations: make([]uint64, n),
 		incarnation:  rand.Uint64() | 1, // never 0, which means "none yet"
@@ -878,7 +878,7 @@ func (m *Mesh) dial(p *peer) (net.Conn, error) {
 	var tc *tls.Conn
 	if pair := m.tls.Load(); pair != nil {
 		tc = tls.Client(c, pair.client)
-		if c, err = m.secure(tc); err != nil {
+		if c, err = m.secure(tc, m.isClosed); err != nil {
 			return nil, fmt.Errorf("qnet: peer %d at %s: %w", p.id, p.addr, err)
 		}
 	}
@@ -975,27 +975,22 @@ func (m *Mesh) accept() {
 func (m *Mesh) serve(c net.Conn) {
 	defer m.wg.Done()
 	defer m.drop(c) // the connection as tracked: closing it ends a TLS one too
-	if pair := m.tls.Load(); pair != nil {
-		// A handshake costs a goroutine, a socket and a key exchange for
-		// up to handshakeTimeout: a bounded number at once, so that
-		// strangers opening connections cannot exhaust them. (Without
-		// keys nothing is bounded: any host may open connections, and a
-		// bound there would let strangers that hold its slots lock the
-		// peers out.)
-		select {
-		case m.handshakes <- struct{}{}:
-		default:
-			if m.crowded.Add(1); !m.isClosed() {
-				m.newsEvent(newsCrowded).Str("remote", c.RemoteAddr().String()).Uint64("crowded", m.crowded.Load()).Int("at_once", cap(m.handshakes)).
-					Msg("qnet: closed a connection unread: as many key handshakes are under way as allowed (strangers opening connections?)")
-			}
-			return
+	a, evicted := m.arrivals.add(c)
+	if evicted != nil {
+		if m.crowded.Add(1); !m.isClosed() {
+			m.newsEvent(newsCrowded).Str("remote", evicted.c.RemoteAddr().String()).Uint64("crowded", m.crowded.Load()).Int("at_once", m.arrivals.max).
+				Msg("qnet: closed the oldest connection still in its hello for a new one: as many were as allowed (strangers opening connections?)")
 		}
+	}
+	// quiet: this end is no news (the mesh closes, or a is closed for a
+	// newer arrival).
+	quiet := func() bool { return m.isClosed() || a.evicted.Load() }
+	if pair := m.tls.Load(); pair != nil {
 		server := tls.Server(c, pair.server)
-		tc, err := m.secure(server)
-		<-m.handshakes
+		tc, err := m.secure(server, quiet)
 		if err != nil {
-			if !m.isClosed() {
+			m.arrivals.done(a)
+			if !quiet() {
 				m.newsEvent(newsUnauthenticated).Err(err).Str("remote", c.RemoteAddr().String()).Uint64("refused", m.unauthenticated.Load()).
 					Msg("qnet: refused a connection that did not authenticate with the group key")
 			}
@@ -1005,7 +1000,8 @@ func (m *Mesh) serve(c net.Conn) {
 		c = tc
 	}
 	br := bufio.NewReaderSize(c, readBuffer)
-	from, inc, ok := m.helloIn(c, br)
+	from, inc, ok := m.helloIn(c, br, quiet)
+	m.arrivals.done(a)
 	if !ok {
 		return
 	}
@@ -1067,12 +1063,13 @@ func (m *Mesh) takeOver(from int, inc uint64, in *inConn) bool {
 const takeOverDrain = time.Second
 
 // helloIn reads and checks a hello, and answers it.
-func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok bool) {
+// An end that quiet says is no news is neither counted nor logged.
+func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader, quiet func() bool) (from int, inc uint64, ok bool) {
 	remote := c.RemoteAddr().String()
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	var magic [4]byte
 	if n, err := io.ReadFull(br, magic[:]); err != nil {
-		if n > 0 && !m.isClosed() {
+		if n > 0 && !quiet() {
 			m.malformed.Add(1)
 			m.newsEvent(newsCutHello).Err(err).Str("remote", remote).Msg("qnet: connection closed during its hello")
 		}
@@ -1103,7 +1100,7 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader) (from int, inc uint64, ok b
 		_, err = io.ReadFull(br, hello)
 	}
 	if err != nil {
-		if !m.isClosed() {
+		if !quiet() {
 			m.malformed.Add(1)
 			m.newsEvent(newsBadHello).Err(err).Str("remote", remote).Msg("qnet: bad hello; closing the connection")
 		}
@@ -1267,13 +1264,13 @@ func (m *Mesh) Backlog(to int) (up bool, queued int) {
 	return up, p.queued
 }
 
-// secure runs a TLS handshake, bounded like a hello, and counts a failure.
-// On failure the connection is closed.
-func (m *Mesh) secure(tc *tls.Conn) (net.Conn, error) {
+// secure runs a TLS handshake, bounded like a hello, and counts a failure
+// unless quiet says it is none. On failure the connection is closed.
+func (m *Mesh) secure(tc *tls.Conn, quiet func() bool) (net.Conn, error) {
 	_ = tc.SetDeadline(time.Now().Add(handshakeTimeout))
 	if err := tc.HandshakeContext(m.ctx); err != nil {
 		tc.Close()
-		if !m.isClosed() {
+		if !quiet() {
 			m.unauthenticated.Add(1)
 		}
 		return nil, fmt.Errorf("%w (no group key, or another?): %v", ErrUnauthenticated, err)

@@ -11,7 +11,7 @@ const (
 	newsCutHello               // one closed during its hello
 	newsBadHello               // a hello that does not parse
 	newsUnauthenticated        // a TLS handshake that failed
-	newsCrowded                // one closed unread: too many handshakes at once
+	newsCrowded                // one closed in its hello for a newer one: too many at once
 	newsBadFrame               // a frame that does not decode
 	newsBadSender              // a frame not from its connection's node, or not for this one
 	newsKinds

@@ -160,43 +160,6 @@ func TestPlainHelloToKeyedNode(t *testing.T) {
 	}
 }
 
-// Strangers that open connections and say nothing hold at most a bounded
-// number of handshakes; the peers still connect.
-func TestHandshakesBounded(t *testing.T) {
-	key := testKey(t)
-	ls, peers := listeners(t, 2)
-	m0 := startKeyed(t, 0, peers, ls[0], key)
-	var idle []net.Conn
-	defer func() {
-		for _, c := range idle {
-			c.Close()
-		}
-	}()
-	for range 200 {
-		c, err := net.Dial("tcp", peers[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		idle = append(idle, c)
-	}
-	eventually(t, "strangers beyond the bound refused at once", func() bool {
-		return m0.Stats().Crowded >= 200-uint64(cap(m0.handshakes))
-	})
-	// Their handshakes time out; then a peer connects.
-	for _, c := range idle {
-		c.Close()
-	}
-	m1 := startKeyed(t, 1, peers, ls[1], key)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := m1.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m0.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Keys are rotated on running meshes (SetKeys), in the three steps: the
 // links up stay up and carry frames, and a node that starts with the new
 // key alone connects to nodes that started with the old one.
