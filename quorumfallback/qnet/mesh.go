@@ -327,6 +327,11 @@ type peer struct {
 type inConn struct {
 	c    net.Conn
 	done chan struct{}
+	// frames counts what was read on it: a connection that carried none
+	// is most often a dialler's that waits before writing to this
+	// incarnation (writeTo), which dials again and again; its ends are
+	// not worth a line each.
+	frames atomic.Uint64
 }
 
 // Listen validates cfg, listens on Peers[Self] and starts connecting to
@@ -1017,7 +1022,7 @@ func (m *Mesh) serve(c net.Conn) {
 		}
 		m.mu.Unlock()
 	}()
-	m.readFrames(from, inc, c, br)
+	m.readFrames(from, inc, in, br)
 }
 
 // takeOver makes in the connection node from (incarnation inc) sends on. A
@@ -1038,7 +1043,11 @@ func (m *Mesh) takeOver(from int, inc uint64, in *inConn) bool {
 	if old == nil {
 		return true
 	}
-	m.log.Info().Int("peer", from).Str("remote", in.c.RemoteAddr().String()).Msg("qnet: peer reconnected; closing its previous connection")
+	ev := m.log.Info()
+	if old.frames.Load() == 0 {
+		ev = m.log.Debug()
+	}
+	ev.Int("peer", from).Str("remote", in.c.RemoteAddr().String()).Msg("qnet: peer reconnected; closing its previous connection")
 	t := time.NewTimer(takeOverDrain)
 	defer t.Stop()
 	select {
@@ -1154,9 +1163,9 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader, quiet func() bool) (from in
 	return int(idx), inc, true
 }
 
-// readFrames delivers the frames node from (incarnation inc) sends on c
-// until c ends, or that incarnation is refused.
-func (m *Mesh) readFrames(from int, inc uint64, c net.Conn, br *bufio.Reader) {
+// readFrames delivers the frames node from (incarnation inc) sends on in
+// until it ends, or that incarnation is refused.
+func (m *Mesh) readFrames(from int, inc uint64, in *inConn, br *bufio.Reader) {
 	body := make([]byte, MaxFrame)
 	for {
 		size, err := binary.ReadUvarint(br)
@@ -1170,9 +1179,10 @@ func (m *Mesh) readFrames(from int, inc uint64, c net.Conn, br *bufio.Reader) {
 			_, err = io.ReadFull(br, body[:size])
 		}
 		if err != nil {
-			m.inputEnded(from, err)
+			m.inputEnded(from, err, in.frames.Load())
 			return
 		}
+		in.frames.Add(1)
 		f, err := DecodeFrame(body[:size])
 		if err != nil {
 			m.malformed.Add(1)
@@ -1205,14 +1215,17 @@ func (m *Mesh) readFrames(from int, inc uint64, c net.Conn, br *bufio.Reader) {
 	}
 }
 
-// inputEnded logs why an accepted connection ended.
-func (m *Mesh) inputEnded(from int, err error) {
+// inputEnded logs why an accepted connection ended, after it carried
+// frames.
+func (m *Mesh) inputEnded(from int, err error, frames uint64) {
 	var ne net.Error
 	switch {
 	case m.isClosed():
 	case errors.Is(err, net.ErrClosed):
 		// takeOver closed it: the peer redialled.
 		m.log.Debug().Int("peer", from).Msg("qnet: previous connection from peer closed")
+	case errors.Is(err, io.EOF) && frames == 0:
+		m.log.Debug().Int("peer", from).Msg("qnet: peer closed its connection before any frame (waiting to write to this incarnation?)")
 	case errors.Is(err, io.EOF):
 		m.log.Info().Int("peer", from).Msg("qnet: peer closed its connection")
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne):

@@ -7,11 +7,15 @@ package qnet
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/mcnode/mcnode/internal/syncbuf"
 	q "github.com/mcnode/mcnode/quorumfallback"
 )
 
@@ -239,7 +243,9 @@ func TestDiallerWaitingIsHeard(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	next, err := Listen(Config{Self: 1, Peers: peers, Hello: hello, Listener: l, Heartbeat: hb})
+	var log syncbuf.Buffer
+	next, err := Listen(Config{Self: 1, Peers: peers, Hello: hello, Listener: l, Heartbeat: hb,
+		Logger: zerolog.New(&log).Level(zerolog.InfoLevel)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,5 +259,12 @@ func TestDiallerWaitingIsHeard(t *testing.T) {
 	time.Sleep(10 * hb)
 	if again := next.Heard(0); first.IsZero() || !again.After(first) {
 		t.Errorf("the new incarnation took node 0 and heard it at %v, then at %v (zero: never): its runtime would declare the live node 0 failed", first, again)
+	}
+	// Each of node 0's dials ends with no frame: not a line each at info
+	// (up to ten a second per waiting peer, for seconds).
+	for _, line := range []string{"peer closed its connection", "peer reconnected"} {
+		if n := strings.Count(log.String(), line); n > 0 {
+			t.Errorf("%q logged %d times at info for a waiting dialler's connections:\n%s", line, n, log.String())
+		}
 	}
 }
