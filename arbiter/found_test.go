@@ -150,7 +150,9 @@ func TestPausedNewcomerDoesNotFoundBesideTheGroup(t *testing.T) {
 				}
 			}})
 		s.Pause(3, false) // its first join request is out; the answer waits
-		s.RunTicks(250)
+		// Past its found timeout (100 ticks), short of a lease and its
+		// margin (180), after which the group removes it for its silence.
+		s.RunTicks(150)
 		s.Resume(3)
 		ok := s.RunUntil(s.Now+500*simtest.SubTicks, func() bool { return s.Hosts[3].Node.Joined() })
 		if !ok || s.Hosts[3].Node.Instance() != s.Hosts[0].Node.Instance() {

@@ -356,6 +356,44 @@ func (n *Node) turnEnds() bool {
 		s.leaving
 }
 
+// lapsedRemovable reports whether a member not heard this turn has been
+// silent for longer than the lease, and the SYNC would remove it now (see
+// endTurn): the turn ends as soon as maybeEndTurn allows rather than after
+// TurnTicks, since what the member holds is reclaimed only by that SYNC (a
+// kill -9 of a holder cost a lease and its margin, 180 ticks, plus 80 more
+// on average: up to a turn in the count of the silence, up to another
+// waiting for the SYNC). The SYNC's rule is unchanged; only its time is. It
+// does not stop the server deciding meanwhile (canDecide): with several
+// members dead, one voter removed per SYNC, the turns would decide nothing
+// until all are gone. The backup and this node are never removed so, and a
+// voter only once the view is committed: in those cases the turn goes on,
+// lest it end again and again for nothing. Nor does a server that waits
+// out a takeover's leases end its turn so (see mustEndTurn).
+func (n *Node) lapsedRemovable() bool {
+	if n.frozen() {
+		return false
+	}
+	st, s := n.st, n.srv
+	lease := st.params.LeaseTicks + st.params.LeaseMarginTicks
+	counted := n.now - s.counted
+	var committed, knowCommitted bool
+	for _, m := range st.members {
+		if m.id == n.id || m.id == st.backup || s.heardFrom(m.id) || m.silence+counted < lease {
+			continue
+		}
+		if m.observer {
+			return true
+		}
+		if !knowCommitted {
+			committed, knowCommitted = n.viewCommitted(), true
+		}
+		if committed {
+			return true
+		}
+	}
+	return false
+}
+
 // canDecide reports whether the server may make a decision now: it holds a
 // majority's authority, waits out no takeover, has a backup to make its
 // grants take effect (unless alone), and its turn goes on.
@@ -381,7 +419,7 @@ func (n *Node) mayDecide() bool {
 // maybeEndTurn ends the turn once it must end and every member has answered
 // the ping, or the ping has had PingTimeoutTicks to be answered.
 func (n *Node) maybeEndTurn() bool {
-	if !n.mustEndTurn() || !n.hasAuthority() || n.claim != nil {
+	if !(n.mustEndTurn() || n.lapsedRemovable()) || !n.hasAuthority() || n.claim != nil {
 		return false
 	}
 	// A turn that ends for a leave decides nothing more, and waits for no
