@@ -108,8 +108,8 @@ func (l quorumLocker) Status() (Status, error) {
 
 // Leave closes the node: a quorum-mode group is a fixed list of peers,
 // with no leave to record.
-func (l quorumLocker) Leave(context.Context) error { return l.n.Close() }
-func (l quorumLocker) Close() error                { return l.n.Close() }
+func (l quorumLocker) Leave(ctx context.Context) error { return l.n.Leave(ctx) }
+func (l quorumLocker) Close() error                    { return l.n.Close() }
 
 // relay converts a runtime's update channel into this package's. It adds no
 // buffer and drops nothing: a subscriber that does not keep up fills the

@@ -37,6 +37,7 @@ import (
 	"github.com/mcnode/mcnode/group"
 	"github.com/mcnode/mcnode/internal/errkind"
 	"github.com/mcnode/mcnode/quorumfallback/node"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
 )
 
 // Mode names a protocol family.
@@ -72,11 +73,23 @@ type Locker interface {
 	Subscribe(topic string) (<-chan Update, func())
 	// Status reports the node and the group as it sees it.
 	Status() (Status, error)
-	// Leave tells the group this node goes (multicast mode records the
-	// leave; quorum mode, whose groups are fixed, closes the links) and
-	// closes the node.
+	// Leave releases what this node holds, so that the group hands it on
+	// at once, fails its waiting calls with ErrClosed, tells the group this
+	// node goes, and closes the node. Multicast mode records the leave: the
+	// group goes on without the node. A quorum-mode group is fixed: the
+	// node stays one of its peers, and the locks whose quorums need its
+	// permission wait for it, unless the protocol has failure handling
+	// (Maekawa and Cao-Singhal over TCP, node.Config.Detect), under which
+	// the others put it down after the detection time and a lease, and go
+	// on with substitute quorums where the coterie has them (the tree and
+	// majority coteries do; a grid or finite projective plane has none for
+	// quorums that hold the node). Leave of a closed node fails with
+	// ErrClosed.
 	Leave(ctx context.Context) error
-	// Close stops the node at once; what it held is lost.
+	// Close stops the node at once, telling nobody: what it held is lost,
+	// and the group takes it back only after this node's lease (quorum
+	// mode: only with failure handling, as for Leave). Close of a closed
+	// node does nothing.
 	Close() error
 }
 
@@ -88,9 +101,11 @@ type Lease interface {
 	// the lock to the next, so that a service the lock guards can refuse
 	// a stale holder's writes.
 	Token() uint64
-	// Lost is closed if the lock ends without Release: in multicast mode
-	// this node's lease ran out or it was removed from the group; in
-	// either mode, the node closed. Stop using the resource at once.
+	// Lost is closed if the lock ends without Release: this node's lease
+	// ran out (multicast mode, and quorum mode with failure handling: the
+	// node lost touch with the group, or was declared failed), it was
+	// removed from the group (multicast mode), or the node left or closed.
+	// Stop using the resource at once.
 	Lost() <-chan struct{}
 	// Err says why the lease was lost, or nil.
 	Err() error
@@ -98,7 +113,7 @@ type Lease interface {
 	// it, and true: in multicast mode, and in quorum mode with failure
 	// handling (node.Config.Lease); false where locks do not expire. The
 	// lease is the node's, renewed for all it holds: it says nothing of a
-	// lock already released. A holder whose process may be paused (a GC pause,
+	// lock already released, and a lost lock (Lost closed) has none left. A holder whose process may be paused (a GC pause,
 	// SIGSTOP, a suspended machine) acts on the resource only while enough
 	// is left: once the lease runs out the group may hand the lock to
 	// another, before this process has run again to see Lost.
@@ -161,7 +176,7 @@ var (
 	// lease ran out, or it was removed), in either mode the node closed.
 	ErrLeaseLost = errkind.LeaseLost
 	// ErrClosed: the node was closed, or has left; every call fails with
-	// it from then on.
+	// it from then on, but Close, which does nothing.
 	ErrClosed = errkind.Closed
 	// ErrTooMany: Acquire or TryAcquire found the lock table full: in a
 	// group, the server refused the request, with 65,536 locks in use (held
@@ -173,7 +188,7 @@ var (
 )
 
 // ErrConfig is wrapped by Start's errors for a config it cannot use (with
-// the runtime's own: group.ErrConfig, node.ErrConfig).
+// the runtime's own: group.ErrConfig, node.ErrConfig, qnet.ErrConfig).
 var ErrConfig = errors.New("mcnode: bad config")
 
 // Config says which mode to start and how.
@@ -184,12 +199,15 @@ type Config struct {
 	// group.DefaultLANConfig or group.DefaultLocalConfig).
 	Multicast group.Config
 	// Quorum configures a quorum-mode node; Start waits until its links
-	// to every peer are up.
+	// to every peer are up, and with failure handling until it has waited
+	// out the leases a previous incarnation may have given (a lease and
+	// its margin, 1.8 s by default).
 	Quorum node.Config
 }
 
 // Start starts a node of the mode cfg names and returns once it is a
-// member (multicast mode) or connected to every peer (quorum mode).
+// member (multicast mode) or may take locks (quorum mode: connected to
+// every peer, its predecessor's leases waited out).
 func Start(ctx context.Context, cfg Config) (Locker, error) {
 	switch cfg.Mode {
 	case Multicast, "":
@@ -203,7 +221,7 @@ func Start(ctx context.Context, cfg Config) (Locker, error) {
 		if err != nil {
 			return nil, configErr(err)
 		}
-		if err := n.WaitConnected(ctx); err != nil {
+		if err := n.WaitReady(ctx); err != nil {
 			n.Close()
 			return nil, fmt.Errorf("mcnode: links to the peers: %w", err)
 		}
@@ -214,7 +232,7 @@ func Start(ctx context.Context, cfg Config) (Locker, error) {
 
 // configErr wraps a runtime's config error in ErrConfig.
 func configErr(err error) error {
-	if errors.Is(err, group.ErrConfig) || errors.Is(err, node.ErrConfig) {
+	if errors.Is(err, group.ErrConfig) || errors.Is(err, node.ErrConfig) || errors.Is(err, qnet.ErrConfig) {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return err

@@ -43,8 +43,17 @@ func (l *Lease) Expires() time.Time { return time.Unix(0, l.g.leaseEnd.Load()) }
 func (l *Lease) Remaining() time.Duration { return l.Expires().Sub(l.g.clock.Now()) }
 
 // TimeLeft is Remaining, and true: a multicast-mode lease always expires
-// unless renewed (mcnode.Lease).
-func (l *Lease) TimeLeft() (time.Duration, bool) { return l.Remaining(), true }
+// unless renewed (mcnode.Lease). A lost lease has none left, though the
+// node's own may run on (a Leave or Close hands the lock on at once).
+func (l *Lease) TimeLeft() (time.Duration, bool) {
+	l.mu.Lock()
+	lost := l.err != nil && !l.released
+	l.mu.Unlock()
+	if lost {
+		return 0, true
+	}
+	return l.Remaining(), true
+}
 
 // Lost returns a channel that is closed if the group takes the resource
 // back before Release: this node's lease ran out (it lost contact with the

@@ -50,7 +50,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -354,8 +356,65 @@ func (n *Node) WaitReady(ctx context.Context) error {
 // Done returns a channel that is closed when the node has stopped.
 func (n *Node) Done() <-chan struct{} { return n.exited }
 
+// Leave is the polite way out: it releases every lock this node holds, so
+// that its quorums hand them on at once (their leases end, Lost closed,
+// with ErrClosed), fails its waiters with ErrClosed, waits until the
+// releases are written to the links (or ctx ends) and closes the node. A
+// quorum-mode group is fixed: nothing removes the node, and requests it
+// sent are not withdrawn (the protocols have no such message). Its peers
+// go on without it only with failure handling (see failover.go), once they
+// have put it down; without, whatever needs its permission waits for it.
+// Leave of a closed node fails with ErrClosed.
+func (n *Node) Leave(ctx context.Context) error {
+	err := n.call(ctx, func() {
+		for _, name := range slices.Sorted(maps.Keys(n.res)) {
+			r := n.res[name]
+			for _, w := range r.waiters {
+				w.ch <- result{err: ErrClosed}
+			}
+			r.waiters = nil // nothing asked again on the release
+			if l := r.lease; l != nil {
+				l.lose(ErrClosed)
+				n.release(r)
+			}
+		}
+	})
+	if err != nil && !errors.Is(err, ErrClosed) {
+		// ctx ended before the node took the call: close all the same.
+		return errors.Join(err, n.Close())
+	}
+	if err != nil {
+		return err
+	}
+	if b, ok := n.tr.(interface{ Backlog(int) (bool, int) }); ok {
+		n.drain(ctx, b)
+	}
+	return n.Close()
+}
+
+// drain waits until the frames queued for every peer whose link is up are
+// written, or ctx ends.
+func (n *Node) drain(ctx context.Context, b interface{ Backlog(int) (bool, int) }) {
+	for {
+		busy := false
+		for i := range n.cfg.Peers {
+			if up, queued := b.Backlog(i); up && queued > 0 {
+				busy = true
+			}
+		}
+		if !busy {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
 // Close stops the node: leases are lost, waiters fail with ErrClosed, the
-// links close.
+// links close. Close of a closed node does nothing.
 func (n *Node) Close() error {
 	var err error
 	n.closed.Do(func() {
@@ -921,11 +980,14 @@ func (l *Lease) Expires() time.Time {
 
 // TimeLeft returns how long the lock has left unless renewed (its quorum
 // keeps hearing this node), with failure handling; false without: the
-// lock lasts until released (mcnode.Lease).
+// lock lasts until released (mcnode.Lease). A lost lease has none left.
 func (l *Lease) TimeLeft() (time.Duration, bool) {
 	e := l.Expires()
 	if e.IsZero() {
 		return 0, false
+	}
+	if l.Err() != nil {
+		return 0, true
 	}
 	return e.Sub(qnet.Now()), true
 }
@@ -937,7 +999,9 @@ func (l *Lease) Err() error {
 	return l.err
 }
 
-// Release gives the resource back. Releasing twice is a no-op.
+// Release gives the resource back. Releasing twice is a no-op; releasing
+// a lost lease (the node closed, before or during the call) returns its
+// Err, which wraps ErrLeaseLost.
 func (l *Lease) Release() error {
 	l.mu.Lock()
 	if l.released || l.err != nil {
@@ -947,11 +1011,21 @@ func (l *Lease) Release() error {
 	}
 	l.released = true
 	l.mu.Unlock()
-	return l.n.call(context.Background(), func() {
+	err := l.n.call(context.Background(), func() {
 		if r := l.n.res[l.name]; r != nil && r.lease == l {
 			l.n.release(r)
 		}
 	})
+	if err != nil {
+		// The node closed before the release reached its loop: the lock
+		// was lost, not released (Close skipped it as released).
+		l.mu.Lock()
+		l.released = false
+		l.mu.Unlock()
+		l.lose(err)
+		return l.Err()
+	}
+	return nil
 }
 
 func (l *Lease) lose(err error) {
