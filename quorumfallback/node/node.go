@@ -811,10 +811,22 @@ func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	if c, ok := n.tr.(interface{ AdmittedTo([]int) bool }); ok && n.fo == nil && !c.AdmittedTo(n.factory.Asks(n.cfg.Self)) {
 		return nil, ErrNotConnected
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.TryWait)
+	// Held or waited for by another caller of this node: no need to ask
+	// the quorum (and wait TryWait) to know.
+	var busy bool
+	if err := n.call(ctx, func() {
+		r := n.res[name]
+		busy = r != nil && (r.lease != nil || len(r.waiters) > 0)
+	}); err != nil {
+		return nil, err
+	}
+	if busy {
+		return nil, fmt.Errorf("%w: held or waited for by another caller of this node", ErrLocked)
+	}
+	try, cancel := context.WithTimeout(ctx, n.cfg.TryWait)
 	defer cancel()
-	l, err := n.acquire(ctx, name)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+	l, err := n.acquire(try, name)
+	if errors.Is(err, context.DeadlineExceeded) && try.Err() != nil && ctx.Err() == nil {
 		return nil, fmt.Errorf("%w: not granted within %v", ErrLocked, n.cfg.TryWait)
 	}
 	return l, err

@@ -799,3 +799,46 @@ func helloProxy(t *testing.T, target string, from byte, block *atomic.Bool) stri
 	}()
 	return l.Addr().String()
 }
+
+// TryAcquire of a lock another caller of the same node holds answers at
+// once, without asking the quorum (it waited TryWait, here an hour); and
+// a caller's deadline shorter than TryWait is reported as such, not as
+// ErrLocked (found by review).
+func TestTryAcquireLocalHolderAndShortDeadline(t *testing.T) {
+	ends := qnet.NewMemNetwork(3)
+	peers := []string{"mem-0", "mem-1", "mem-2"}
+	nodes := make([]*Node, 3)
+	for i := range nodes {
+		nd, err := Start(Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "majority", Self: i, Peers: peers, Transport: ends[i], TryWait: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = nd
+		t.Cleanup(func() { nd.Close() })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := nodes[0].Acquire(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := nodes[0].TryAcquire(ctx, "r")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrLocked) {
+			t.Errorf("TryAcquire of a lock another caller of the node holds: %v, want ErrLocked", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("TryAcquire of a lock another caller of the node holds waited for TryWait")
+	}
+	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelShort()
+	if _, err := nodes[1].TryAcquire(short, "r"); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrLocked) {
+		t.Errorf("TryAcquire whose own deadline ends first: %v, want context.DeadlineExceeded", err)
+	}
+	l.Release()
+}
