@@ -159,6 +159,10 @@ func TestModesAgreeOnErrors(t *testing.T) {
 		if m, q := res[mcnode.Multicast][i], res[mcnode.Quorum][i]; (m == nil) != (q == nil) || errors.Is(m, mcnode.ErrLocked) != errors.Is(q, mcnode.ErrLocked) {
 			t.Errorf("%s: multicast %v, quorum %v", what, m, q)
 		}
+		// An update is no resource: its errors must not say so.
+		if m := res[mcnode.Multicast][i]; i < 4 && m != nil && strings.Contains(m.Error(), "resource name") {
+			t.Errorf("%s: multicast %v: an update's error names a resource", what, m)
+		}
 	}
 }
 

@@ -34,8 +34,11 @@ var (
 	ErrNotHolder = errors.New("arbiter: resource not held by this node")
 	// ErrNotWaiting: this node has no pending request for the resource.
 	ErrNotWaiting = errors.New("arbiter: no pending request for the resource")
-	// ErrBadName: the resource name or topic is empty, too long or not UTF-8.
+	// ErrBadName: the resource name is empty, too long or not UTF-8.
 	ErrBadName = errors.New("arbiter: bad resource name")
+	// ErrBadUpdate: Publish's topic is too long or not UTF-8, or its data
+	// too large (wire.Limits).
+	ErrBadUpdate = errors.New("arbiter: bad update")
 )
 
 type status uint8
@@ -642,7 +645,7 @@ func (n *Node) Publish(topic string, data []byte) error {
 	u := &wire.Update{Seq: n.updSeq, Topic: topic, Data: slices.Clone(data)}
 	if err := u.Validate(n.cfg.Limits); err != nil {
 		n.updSeq--
-		return fmt.Errorf("%w: %v", ErrBadName, err)
+		return fmt.Errorf("%w: %v", ErrBadUpdate, err)
 	}
 	n.multicast(u)
 	return nil
