@@ -227,6 +227,14 @@ func (d daemonNode) status() (*statusView, error) {
 	return nil, fmt.Errorf("a node of neither mode: %T", d.Locker)
 }
 
+// brokenLinksNote is what a node without failure handling adds to its
+// quorum line once links broke: TCP may have lost what was in flight on
+// them, which these protocols never ask for again, and nothing tells
+// whether it did (a stalled lock looks like a busy one).
+func brokenLinksNote(broke uint64) string {
+	return fmt.Sprintf("; but its links broke %s since it started, and this protocol does not ask again for what was in flight on them: if a lock is not granted for long, restart every node of the group", plural(int(broke), "time"))
+}
+
 // quorumStatus is a quorum-mode node's status: what mcnode.Status maps
 // for either mode (l is n, wrapped), and the messages sent by kind, which
 // only the node counts.
@@ -264,8 +272,11 @@ func quorumStatus(l mcnode.Locker, n *node.Node) (*statusView, error) {
 	default:
 		v.QuorumText = "cannot take a lock now, though its links are up: it waits to be admitted by the nodes it asks, or out its last incarnation's leases"
 	}
-	for _, name := range st.Held {
-		v.Resources = append(v.Resources, resourceView{Name: name, Holder: st.Self})
+	for i, name := range ns.Held {
+		v.Resources = append(v.Resources, resourceView{Name: name, Holder: st.Self, Held: true, Token: ns.Tokens[i]})
+	}
+	if ns.LeaseMargin == 0 && ns.Net != nil && ns.Net.Reconnects > 0 {
+		v.QuorumText += brokenLinksNote(ns.Net.Reconnects)
 	}
 	for k, n := range ns.Stats.Sent {
 		if n > 0 {

@@ -106,10 +106,13 @@ type memberView struct {
 }
 
 type resourceView struct {
-	Name   string   `json:"name"`
-	Holder uint64   `json:"holder"`
-	Token  uint64   `json:"token"`
-	Queue  []uint64 `json:"queue,omitempty"`
+	Name   string `json:"name"`
+	Holder uint64 `json:"holder"`
+	// Held (quorum mode): held by Holder, which is this node; node 0 is a
+	// node there, where multicast mode's holder 0 means free.
+	Held  bool     `json:"held,omitempty"`
+	Token uint64   `json:"token"`
+	Queue []uint64 `json:"queue,omitempty"`
 }
 
 func viewStatus(st group.Status) *statusView {
@@ -443,7 +446,7 @@ func printStatus(w io.Writer, v *statusView) {
 	}
 	for _, r := range v.Resources {
 		holder := "free"
-		if r.Holder != 0 {
+		if r.Holder != 0 || r.Held {
 			holder = fmt.Sprintf("held by node %d", r.Holder)
 		}
 		queue := ""

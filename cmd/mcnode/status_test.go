@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -171,8 +172,19 @@ func TestQuorumStatusView(t *testing.T) {
 		!strings.Contains(out.String(), "locks held by this node (1)") {
 		t.Errorf("quorum-mode status output lacks its quorum line or a link's state:\n%s", out.String())
 	}
-	if len(v.Resources) != 1 || v.Resources[0].Name != "x" || v.Resources[0].Holder != 0 {
-		t.Errorf("resources %+v, want x held by node 0", v.Resources)
+	if len(v.Resources) != 1 || v.Resources[0].Name != "x" || v.Resources[0].Holder != 0 || !v.Resources[0].Held || v.Resources[0].Token != l.Token() {
+		t.Errorf("resources %+v, want x held by node 0 with token %d", v.Resources, l.Token())
+	}
+	// Node 0 is a node in quorum mode: its lock is held, not free (found
+	// by review: "x  free  token 0").
+	if want := fmt.Sprintf("held by node 0  token %d", l.Token()); !strings.Contains(out.String(), want) {
+		t.Errorf("quorum-mode status output lacks %q:\n%s", want, out.String())
+	}
+	if strings.Contains(v.QuorumText, "broke") {
+		t.Errorf("quorum line %q tells of broken links where none broke", v.QuorumText)
+	}
+	if note := brokenLinksNote(3); !strings.Contains(note, "broke 3 times") || !strings.Contains(note, "restart every node") {
+		t.Errorf("the broken links' note %q", note)
 	}
 	if v.Sent["request"] == 0 || v.Received != messages+1 {
 		t.Errorf("sent %v, received %d: want requests, and %d messages and 1 update", v.Sent, v.Received, messages)

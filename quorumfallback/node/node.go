@@ -892,7 +892,8 @@ type Status struct {
 	Self   int
 	Peers  []string
 	Quorum []int
-	Held   []string // resources this node holds
+	Held   []string // resources this node holds, by name
+	Tokens []uint64 // the fencing token of each of Held
 	// Machines is how many resources' machines the node keeps: those in
 	// use here or at peers that ask it (idle ones are freed).
 	Machines int
@@ -948,9 +949,10 @@ func (n *Node) Status() (Status, error) {
 		}
 		st.Stats = n.stats
 		st.Machines = len(n.res)
-		for name, r := range n.res {
-			if r.lease != nil {
+		for _, name := range slices.Sorted(maps.Keys(n.res)) {
+			if l := n.res[name].lease; l != nil {
 				st.Held = append(st.Held, name)
+				st.Tokens = append(st.Tokens, l.token)
 			}
 		}
 	})

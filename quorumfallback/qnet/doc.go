@@ -24,6 +24,14 @@
 // to it may be lost, and the papers' reliable-channel assumption is broken:
 // the mesh logs a warning, counts it, redials and carries on, and the
 // runtime above must cope (with timeouts, or by restarting the group).
+// Without Config.Heartbeat, where nothing above copes, the connections keep
+// no TCP keepalive: Go's default (probes from 15 s idle, given up after
+// 150 s) broke every connection of a network split for longer than that,
+// and the frames in flight with them, and the protocols without failure
+// handling then waited for those frames for good. Without it a split heals
+// with nothing lost for as long as TCP retransmits what is in flight
+// (net.ipv4.tcp_retries2: about 15 minutes by default). With Heartbeat the
+// heartbeats tell a silent peer, and keepalive is left as Go sets it.
 //
 // A node that restarts is worse: it comes back without the arbiter state
 // (whom it granted, who waits) the others rely on, and taking it back could

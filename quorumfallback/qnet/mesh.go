@@ -876,6 +876,9 @@ func (m *Mesh) pump(p *peer, c net.Conn, dead <-chan struct{}, spare *[]byte) er
 // dial connects to p (with keys: authenticates it) and says hello.
 func (m *Mesh) dial(p *peer) (net.Conn, error) {
 	d := net.Dialer{Timeout: dialTimeout}
+	if m.cfg.Heartbeat == 0 {
+		d.KeepAlive = -1 // see the package doc
+	}
 	c, err := d.DialContext(m.ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, err
@@ -970,6 +973,9 @@ func (m *Mesh) accept() {
 		}
 		if !m.track(c) {
 			return
+		}
+		if tc, ok := c.(*net.TCPConn); ok && m.cfg.Heartbeat == 0 {
+			_ = tc.SetKeepAlive(false) // see the package doc
 		}
 		m.wg.Add(1)
 		go m.serve(c)
