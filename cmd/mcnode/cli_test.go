@@ -128,6 +128,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--found"}, "--found applies to the multicast group"},
 		{[]string{"game", "--headless", "--bot", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--heartbeat", "1s"}, "--heartbeat applies to the multicast group"},
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--algo", "central", "--coterie", "grid"}, "--coterie applies to maekawa, cao-singhal and kakugawa only, not to central"},
+		// Bad lease and peer values are usage errors, said at once (status
+		// 1 from the started node before; found by review); a lease typed
+		// for a protocol that gives locks none is refused, not ignored.
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--algo", "maekawa", "--coterie", "majority", "--lease", "100ms", "--lease-margin", "200ms"}, "--lease 100ms must exceed --lease-margin 200ms"},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--algo", "central", "--lease", "2s"}, "--lease applies to maekawa and cao-singhal only"},
+		{[]string{"run", "--mode", "quorum", "--peers", "notanaddress,b:2", "--node-id", "1", "--algo", "central"}, "--peers: node 0's address \"notanaddress\""},
+		{[]string{"run", "--mode", "quorum", "--peers", "a:0,b:2", "--node-id", "1", "--algo", "central"}, "--peers: node 0's address \"a:0\""},
 		{[]string{"run", "--interface", "lo", "--listen", "127.0.0.1:0"}, "--listen applies to quorum mode only"},
 		{[]string{"run", "--mode", "quorum", "--quorum-size", "3", "--listen", "127.0.0.1:0"}, "--listen goes with --peers"},
 		{[]string{"run", "--mode", "quorum", "--peers", "a:1,b:2", "--node-id", "0", "--listen", "no-port"}, "--listen no-port"},

@@ -19,6 +19,7 @@ import (
 	"github.com/mcnode/mcnode/quorumfallback/coterie"
 	"github.com/mcnode/mcnode/quorumfallback/node"
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
 	"github.com/mcnode/mcnode/seal"
 )
 
@@ -117,7 +118,7 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 		if err := cfg.Setup().Validate(); err != nil {
 			return cfg, setupError(err)
 		}
-		return cfg, nil
+		return cfg, leaseFlags(c, cfg)
 	}
 	seen := map[string]int{}
 	for i, p := range cfg.Peers {
@@ -139,6 +140,14 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 	if err := cfg.Setup().Validate(); err != nil {
 		return cfg, setupError(err)
 	}
+	for i, p := range cfg.Peers {
+		if err := qnet.CheckPeers([]string{p}); err != nil {
+			return cfg, usage("--peers: node %d's address %q: want host:port (a host others can dial, a port in 1-65535)", i, p)
+		}
+	}
+	if err := leaseFlags(c, cfg); err != nil {
+		return cfg, err
+	}
 	if addr := c.String("listen"); addr != "" {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -147,6 +156,31 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 		cfg.Listener = l // the node's mesh owns it from here
 	}
 	return cfg, nil
+}
+
+// leaseFlags checks --lease and --lease-margin for a quorum node as the
+// node would once started (node.Config), so that they are usage errors
+// said at once: typed for a protocol without failure handling, where no
+// lock expires, they would be ignored; a lease not above its margin is
+// refused.
+func leaseFlags(c *cli.Context, cfg node.Config) error {
+	if cfg.Heartbeat() == 0 {
+		if f := typedOf(c, "lease", "lease-margin"); f != "" {
+			return usage("--%s applies to maekawa and cao-singhal only, whose failure handling gives locks a lease; %s has none (a lock lasts until released): drop --%s", f, cfg.Protocol, f)
+		}
+		return nil
+	}
+	lease, margin := cfg.Lease, cfg.LeaseMargin
+	if lease == 0 {
+		lease = node.DefaultLease
+	}
+	if margin == 0 {
+		margin = node.DefaultLeaseMargin
+	}
+	if lease <= margin {
+		return usage("--lease %v must exceed --lease-margin %v: a holder stops its work the margin before its lease runs out", lease, margin)
+	}
+	return nil
 }
 
 // setupError words a protocols.Setup error in terms of the flags.

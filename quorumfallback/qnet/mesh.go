@@ -171,6 +171,29 @@ func CanonicalAddr(addr string) string {
 	return net.JoinHostPort(strings.ToLower(host), port)
 }
 
+// CheckPeers checks a peer list as Listen does: every entry host:port with
+// a host and a port in [1, 65535], no address twice. Its errors wrap
+// ErrConfig.
+func CheckPeers(peers []string) error {
+	seen := make(map[string]int, len(peers))
+	for i, addr := range peers {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("%w: Peers[%d] %q: %v", ErrConfig, i, addr, err)
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if host == "" || err != nil || p == 0 {
+			return fmt.Errorf("%w: Peers[%d] %q: want host:port with a host and a port in [1, 65535], which others can dial", ErrConfig, i, addr)
+		}
+		key := CanonicalAddr(addr)
+		if j, dup := seen[key]; dup {
+			return fmt.Errorf("%w: Peers[%d] %q and Peers[%d] %q are the same address", ErrConfig, j, peers[j], i, addr)
+		}
+		seen[key] = i
+	}
+	return nil
+}
+
 func (cfg *Config) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
@@ -185,21 +208,8 @@ func (cfg *Config) validate() error {
 	if cfg.Self < 0 || cfg.Self >= n {
 		return bad("Self %d not in [0, %d)", cfg.Self, n)
 	}
-	seen := make(map[string]int, n)
-	for i, addr := range cfg.Peers {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return bad("Peers[%d] %q: %v", i, addr, err)
-		}
-		p, err := strconv.ParseUint(port, 10, 16)
-		if host == "" || err != nil || p == 0 {
-			return bad("Peers[%d] %q: want host:port with a host and a port in [1, 65535], which others can dial", i, addr)
-		}
-		key := CanonicalAddr(addr)
-		if j, dup := seen[key]; dup {
-			return bad("Peers[%d] %q and Peers[%d] %q are the same address", j, cfg.Peers[j], i, addr)
-		}
-		seen[key] = i
+	if err := CheckPeers(cfg.Peers); err != nil {
+		return err
 	}
 	if cfg.Hello == "" {
 		return bad("empty Hello: it must name the group and its setup")
