@@ -567,6 +567,9 @@ type joining struct {
 	// acquired, if set, is told how long each lock the daemon served took
 	// to be granted (the metrics' histogram).
 	acquired func(time.Duration)
+	// phase, once set, is what the node waits for once joined: a quorum
+	// node that found its multicast group waits there for its peers.
+	phase atomic.Pointer[string]
 }
 
 // pendingNode is a node that joins, and since when.
@@ -616,6 +619,9 @@ func (j *joining) joiningStatus() (*statusView, error) {
 	v := &statusView{Group: full.Group, Addr: full.Addr, Sent: full.Sent, Received: full.Received,
 		Dropped: full.Dropped, Filtered: full.Filtered, Drops: full.Drops,
 		Joining: joinPhase(st), JoiningFor: ms(time.Since(p.since))}
+	if ph := j.phase.Load(); ph != nil && st.Joined {
+		v.Joining = *ph
+	}
 	if j.why != "" {
 		v.Joining += "; " + j.why
 	}

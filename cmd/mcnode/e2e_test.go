@@ -324,6 +324,22 @@ func TestE2EQuorumPeersFromGroup(t *testing.T) {
 		c.startDaemon(i)
 		// One at a time, so that the first founds the group and the others join it.
 		c.waitLog(i, "waiting for the multicast group")
+		if i == 0 {
+			// What it waits for, in its status (it said only "starting
+			// the quorum node", however long; found by review).
+			want := "finding the quorum mode's 3 nodes in it: 1 member so far"
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_, err := c.status(0)
+				if err != nil && strings.Contains(err.Error(), want) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("host 0's status while it finds its peers: %v, want %q", err, want)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
 	}
 	for i := range hosts {
 		v := c.waitStatus(i, "peers from the group", func(v *statusView) bool { return len(v.Members) == hosts })

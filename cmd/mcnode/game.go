@@ -182,7 +182,7 @@ func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, f
 			// As long as it takes the others to start (Ctrl-C ends it), as
 			// mcnode run does.
 			fmt.Fprintf(os.Stderr, "mcnode game: waiting for the group %s to have %s (--quorum-size)\n", discover.Name, plural(len(cfg.Quorum.Peers), "member"))
-			if via, err = peersFromGroup(context.Background(), *discover, &cfg.Quorum, log); err != nil {
+			if via, err = peersFromGroup(context.Background(), *discover, &cfg.Quorum, nil, log); err != nil {
 				return nil, nil, &exitError{code: 1, err: err}
 			}
 		}

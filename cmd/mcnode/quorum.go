@@ -389,7 +389,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 		discover = &gcfg
 	}
 	var last *daemonNode
-	return func(ctx context.Context, _ *joining) (locker, error) {
+	return func(ctx context.Context, j *joining) (locker, error) {
 		if last != nil {
 			// Started anew (declared failed): as the same node of the same
 			// group (the peers it found, the multicast group it found them
@@ -420,7 +420,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 			}
 			discover = nil
 		}
-		l, err := startQuorum(ctx, cfg, discover, log)
+		l, err := startQuorum(ctx, cfg, discover, j, log)
 		d, ok := l.(daemonNode)
 		if !ok || err != nil {
 			return l, err
@@ -517,12 +517,13 @@ func daemonMembership(c *cli.Context, cfg *group.Config, log zerolog.Logger) str
 }
 
 // startQuorum starts a quorum-mode node, taking its peers from the
-// multicast group discover names if it is set.
-func startQuorum(ctx context.Context, cfg node.Config, discover *group.Config, log zerolog.Logger) (locker, error) {
+// multicast group discover names if it is set; j, if not nil, is told how
+// that goes, for `mcnode status`.
+func startQuorum(ctx context.Context, cfg node.Config, discover *group.Config, j *joining, log zerolog.Logger) (locker, error) {
 	var via *group.Group
 	if discover != nil {
 		var err error
-		if via, err = peersFromGroup(ctx, *discover, &cfg, log); err != nil {
+		if via, err = peersFromGroup(ctx, *discover, &cfg, j, log); err != nil {
 			return nil, &exitError{code: 1, err: err}
 		}
 	}
@@ -559,8 +560,13 @@ func needDaemon(c *cli.Context, what string) error {
 // TCP. The membership is the group's replicated view, so every node that
 // does this gets the same list. The node stays a member, so that nodes
 // starting later still find the group complete.
-func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, log zerolog.Logger) (*group.Group, error) {
+func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, j *joining, log zerolog.Logger) (*group.Group, error) {
 	want := len(cfg.Peers)
+	if j != nil {
+		// What the join waits for (a group it cannot read, say), as a
+		// multicast daemon's status shows it.
+		gcfg.Joining = j.watch
+	}
 	g, err := group.Join(ctx, gcfg)
 	if err != nil {
 		return nil, err
@@ -571,6 +577,13 @@ func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, lo
 		if err != nil {
 			_ = g.Leave(ctx)
 			return nil, err
+		}
+		if j != nil {
+			phase := fmt.Sprintf("a member of the multicast group, finding the quorum mode's %d nodes in it: %s so far", want, plural(len(st.Members), "member"))
+			if !st.Quorum.Held {
+				phase += "; " + st.Quorum.String()
+			}
+			j.phase.Store(&phase)
 		}
 		if len(st.Members) >= want {
 			cfg.Self = -1
