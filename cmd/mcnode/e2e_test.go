@@ -707,3 +707,36 @@ func TestE2ELockersDieTogetherWithTheServer(t *testing.T) {
 	t.Logf("kill -9 of four lockers (one holding r) and of the server: r granted again %v later", time.Since(killed).Round(time.Millisecond))
 	c.waitStatus(other, "the two daemons left, with a quorum", func(v *statusView) bool { return len(v.Members) == 2 && v.QuorumHeld })
 }
+
+// TestE2EQuorumSizeNodeComesBack: a --quorum-size daemon killed and started
+// again takes its old place among the peers (the list the running nodes
+// publish), where the membership gave it another address, and even a live
+// node's index: its peers refused it as another setup for good (found by
+// review). Maekawa on the tree, whose failure handling takes a node back
+// as a new incarnation.
+func TestE2EQuorumSizeNodeComesBack(t *testing.T) {
+	const hosts = 3
+	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
+	c.env = func(int) []string {
+		return []string{"MCNODE_MODE=quorum", "MCNODE_ALGO=maekawa", "MCNODE_COTERIE=tree", fmt.Sprintf("MCNODE_QUORUM_SIZE=%d", hosts)}
+	}
+	for i := range hosts {
+		c.startDaemon(i)
+		c.waitLog(i, "waiting for the multicast group")
+	}
+	before := make([]*statusView, hosts)
+	for i := range hosts {
+		before[i] = c.waitStatus(i, "peers from the group", func(v *statusView) bool { return len(v.Members) == hosts })
+	}
+	c.kill(0)
+	c.startDaemon(0)
+	v := c.waitStatus(0, "its old place taken again", func(v *statusView) bool { return len(v.Members) == hosts })
+	if v.Self != before[0].Self || v.Members[v.Self].Addr != before[0].Members[before[0].Self].Addr {
+		t.Fatalf("the restarted node is node %d at %s, was node %d at %s", v.Self, v.Members[v.Self].Addr, before[0].Self, before[0].Members[before[0].Self].Addr)
+	}
+	for i := range hosts {
+		if out, err := c.mcnode(i, "lock", "--timeout", "30s", "x", "--", "true").CombinedOutput(); err != nil {
+			t.Fatalf("host %d: mcnode lock after host 0 came back: %v: %s", i, err, out)
+		}
+	}
+}

@@ -516,6 +516,69 @@ func daemonMembership(c *cli.Context, cfg *group.Config, log zerolog.Logger) str
 	return ""
 }
 
+// rosterTopic is the update topic on which quorum nodes that found their
+// peers in a multicast group publish the list, every rosterEvery.
+const (
+	rosterTopic = "mcnode/quorum-peers"
+	rosterEvery = time.Second
+)
+
+// publishRoster publishes peers on via every rosterEvery until n stops, so
+// that a node restarted later takes its old place (placeInRoster). A list
+// too long for one update is not published: such a node cannot come back.
+func publishRoster(via *group.Group, n *node.Node, peers []string, log zerolog.Logger) {
+	data := []byte(strings.Join(peers, ","))
+	t := time.NewTicker(rosterEvery)
+	defer t.Stop()
+	for {
+		if err := via.Publish(rosterTopic, data); err != nil && !errors.Is(err, group.ErrNodeClosed) {
+			log.Warn().Err(err).Msg("cannot publish the peer list: a node of this group restarted later will not find its place")
+			return
+		}
+		select {
+		case <-n.Done():
+			return
+		case <-via.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// placeInRoster finds this node's place in a published peer list: its own
+// address in the multicast group if listed (the group's first nodes list
+// it), else an entry at this host's address whose port it can listen on,
+// so not a live node's (a node that comes back, at another port). It
+// returns the list, the place and the listener.
+func placeInRoster(data []byte, want int, g *group.Group, log zerolog.Logger) (peers []string, self int, l net.Listener, ok bool) {
+	peers = strings.Split(string(data), ",")
+	if len(peers) != want || qnet.CheckPeers(peers) != nil {
+		log.Warn().Int("quorum_size", want).Int("listed", len(peers)).Msg("ignored a published peer list of another size, or with a bad address (another --quorum-size?)")
+		return nil, 0, nil, false
+	}
+	st, err := g.Status()
+	if err != nil {
+		return nil, 0, nil, false
+	}
+	host, _, err := net.SplitHostPort(st.Addr)
+	if err != nil {
+		return nil, 0, nil, false
+	}
+	if i := slices.Index(peers, st.Addr); i >= 0 {
+		l, err := net.Listen("tcp", peers[i])
+		return peers, i, l, err == nil
+	}
+	for i, p := range peers {
+		if h, _, _ := net.SplitHostPort(p); h != host {
+			continue
+		}
+		if l, err := net.Listen("tcp", p); err == nil {
+			return peers, i, l, true
+		}
+	}
+	return nil, 0, nil, false
+}
+
 // startQuorum starts a quorum-mode node, taking its peers from the
 // multicast group discover names if it is set; j, if not nil, is told how
 // that goes, for `mcnode status`.
@@ -539,6 +602,9 @@ func startQuorum(ctx context.Context, cfg node.Config, discover *group.Config, j
 			log.Info().Int("peers", len(cfg.Peers)).Msg("connected to every peer")
 		}
 	}()
+	if via != nil {
+		go publishRoster(via, n, cfg.Peers, log)
+	}
 	return daemonNode{Locker: mcnode.Wrap(n), via: via}, nil
 }
 
@@ -571,8 +637,24 @@ func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, j 
 	if err != nil {
 		return nil, err
 	}
+	rosters, stopRosters := g.Subscribe(rosterTopic)
+	defer stopRosters()
+	joined := time.Now()
 	log.Info().Int("quorum_size", want).Msg("waiting for the multicast group to have the quorum mode's nodes")
 	for {
+		// A running group's nodes publish their peer list: a node that
+		// comes back takes its old place in it, where the membership
+		// would give it another (it is a new member, at another port).
+		select {
+		case u := <-rosters:
+			if peers, self, l, ok := placeInRoster(u.Data, want, g, log); ok {
+				copy(cfg.Peers, peers)
+				cfg.Self, cfg.Listener = self, l
+				log.Info().Strs("peers", cfg.Peers).Int("node_id", cfg.Self).Msg("peers taken from the running nodes' list: this node takes its place again")
+				return g, nil
+			}
+		default:
+		}
 		st, err := g.Status()
 		if err != nil {
 			_ = g.Leave(ctx)
@@ -585,7 +667,9 @@ func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, j 
 			}
 			j.phase.Store(&phase)
 		}
-		if len(st.Members) >= want {
+		// A group that runs publishes its list every second: this node
+		// takes the membership's only once it has heard none for two.
+		if len(st.Members) >= want && time.Since(joined) >= 2*rosterEvery {
 			cfg.Self = -1
 			for i, m := range st.Members[:want] {
 				cfg.Peers[i] = m.Addr
