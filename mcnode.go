@@ -74,9 +74,12 @@ type Locker interface {
 	// Status reports the node and the group as it sees it.
 	Status() (Status, error)
 	// Leave releases what this node holds, so that the group hands it on
-	// at once, fails its waiting calls with ErrClosed, tells the group this
-	// node goes, and closes the node. Multicast mode records the leave: the
-	// group goes on without the node. A quorum-mode group is fixed: the
+	// at once, fails its waiting calls (and any made from then on) with
+	// ErrClosed, tells the group this node goes, and closes the node, even
+	// if ctx ends first (it then says so). Multicast mode records the
+	// leave: the group goes on without the node. Quorum mode first waits,
+	// within ctx, for the requests it has out to be granted, and gives
+	// them back: the protocols cannot withdraw one. A quorum-mode group is fixed: the
 	// node stays one of its peers, and the locks whose quorums need its
 	// permission wait for it, unless the protocol has failure handling
 	// (Maekawa and Cao-Singhal over TCP, node.Config.Detect), under which

@@ -208,7 +208,9 @@ type Node struct {
 	exited chan struct{}
 
 	// Owned by the loop goroutine.
-	res     map[string]*resource
+	res map[string]*resource
+	// leaving: Leave began; every call for a lock fails with ErrClosed.
+	leaving bool
 	stats   Stats
 	updates fanout.Hub[Update]
 	// seen is the highest token read from cfg.TokenFile at start; highest
@@ -358,15 +360,21 @@ func (n *Node) Done() <-chan struct{} { return n.exited }
 
 // Leave is the polite way out: it releases every lock this node holds, so
 // that its quorums hand them on at once (their leases end, Lost closed,
-// with ErrClosed), fails its waiters with ErrClosed, waits until the
-// releases are written to the links (or ctx ends) and closes the node. A
-// quorum-mode group is fixed: nothing removes the node, and requests it
-// sent are not withdrawn (the protocols have no such message). Its peers
-// go on without it only with failure handling (see failover.go), once they
-// have put it down; without, whatever needs its permission waits for it.
-// Leave of a closed node fails with ErrClosed.
+// with ErrClosed), fails its waiters with ErrClosed and any call made from
+// then on, waits until the requests it has out are granted and gives them
+// back (the protocols cannot withdraw a request: granted to a node that is
+// gone, a lock would wait for it), waits until all that is written to the
+// links, and closes the node. It waits for the grants within ctx (as long
+// as the locks are held elsewhere), and for the writes at most leaveLimit
+// (a peer may not read); if ctx ends first, it closes the node all the
+// same and says so: what it had out may then wait for it. A quorum-mode group is fixed: nothing
+// removes the node. Its peers go on without it only with failure handling
+// (see failover.go), once they have put it down; without, whatever needs
+// its permission waits for it. Leave of a closed node fails with
+// ErrClosed.
 func (n *Node) Leave(ctx context.Context) error {
 	err := n.call(ctx, func() {
+		n.leaving = true
 		for _, name := range slices.Sorted(maps.Keys(n.res)) {
 			r := n.res[name]
 			for _, w := range r.waiters {
@@ -379,37 +387,73 @@ func (n *Node) Leave(ctx context.Context) error {
 			}
 		}
 	})
-	if err != nil && !errors.Is(err, ErrClosed) {
-		// ctx ended before the node took the call: close all the same.
-		return errors.Join(err, n.Close())
-	}
-	if err != nil {
+	if errors.Is(err, ErrClosed) {
 		return err
 	}
-	if b, ok := n.tr.(interface{ Backlog(int) (bool, int) }); ok {
-		n.drain(ctx, b)
+	if err == nil {
+		err = n.settle(ctx)
 	}
-	return n.Close()
+	if err != nil {
+		err = fmt.Errorf("node: leave: %w: closed without waiting for the grants of the requests it had out, or for its releases to be written; what needs them waits for this node", err)
+	}
+	return errors.Join(err, n.Close())
 }
 
-// drain waits until the frames queued for every peer whose link is up are
-// written, or ctx ends.
-func (n *Node) drain(ctx context.Context, b interface{ Backlog(int) (bool, int) }) {
-	for {
-		busy := false
-		for i := range n.cfg.Peers {
-			if up, queued := b.Backlog(i); up && queued > 0 {
-				busy = true
+// leaveLimit bounds Leave's wait for the frames queued for its peers to
+// be written: a peer may not read.
+const leaveLimit = 5 * time.Second
+
+// settle waits until no resource of the node has a request out (a grant
+// that comes for no waiter is given back at once, handOut), or ctx ends;
+// then until the frames queued for every peer whose link is up are
+// written, or ctx or leaveLimit ends.
+func (n *Node) settle(ctx context.Context) error {
+	for idle := false; !idle; {
+		idle = true
+		if err := n.call(ctx, func() {
+			for _, r := range n.res {
+				if r.m.State() != q.Idle {
+					idle = false
+				}
+			}
+		}); err != nil {
+			return err
+		}
+		if !idle {
+			if err := pause(ctx); err != nil {
+				return err
 			}
 		}
-		if !busy {
-			return
+	}
+	b, ok := n.tr.(interface{ Backlog(int) (bool, int) })
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, leaveLimit)
+	defer cancel()
+	for {
+		written := true
+		for i := range n.cfg.Peers {
+			if up, queued := b.Backlog(i); up && queued > 0 {
+				written = false
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Millisecond):
+		if written {
+			return nil
 		}
+		if err := pause(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// pause waits a millisecond, or until ctx ends.
+func pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Millisecond):
+		return nil
 	}
 }
 
@@ -813,12 +857,16 @@ func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	}
 	// Held or waited for by another caller of this node: no need to ask
 	// the quorum (and wait TryWait) to know.
-	var busy bool
+	var busy, leaving bool
 	if err := n.call(ctx, func() {
 		r := n.res[name]
 		busy = r != nil && (r.lease != nil || len(r.waiters) > 0)
+		leaving = n.leaving
 	}); err != nil {
 		return nil, err
+	}
+	if leaving {
+		return nil, ErrClosed
 	}
 	if busy {
 		return nil, fmt.Errorf("%w: held or waited for by another caller of this node", ErrLocked)
@@ -844,6 +892,10 @@ func (n *Node) acquire(ctx context.Context, name string) (*Lease, error) {
 	w := &waiter{ch: make(chan result, 1)}
 	var err error
 	if cerr := n.call(ctx, func() {
+		if n.leaving {
+			err = ErrClosed
+			return
+		}
 		var r *resource
 		if r, err = n.resource(name); err != nil {
 			return
