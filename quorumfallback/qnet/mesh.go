@@ -272,7 +272,7 @@ type Mesh struct {
 	// replaced whole by SetKeys.
 	tls atomic.Pointer[tlsPair]
 	// arrivals bounds the accepted connections in their hello.
-	arrivals arrivals
+	arrivals *arrivals
 	n        int
 	ln       net.Listener
 	log      zerolog.Logger
@@ -368,7 +368,7 @@ func Listen(cfg Config) (*Mesh, error) {
 	n := len(cfg.Peers)
 	m := &Mesh{
 		cfg:      cfg,
-		arrivals: arrivals{max: arrivalsAtOnce(len(cfg.Peers))},
+		arrivals: newArrivals(cfg.Peers),
 		n:        n,
 		ln:       ln,
 		log:      cfg.Logger.With().Int("self", cfg.Self).Logger(),
@@ -393,7 +393,11 @@ func Listen(cfg Config) (*Mesh, error) {
 		}
 		m.peers[i] = &peer{id: i, addr: addr, wake: make(chan struct{}, 1)}
 	}
-	m.wg.Add(1)
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		m.arrivals.learnHosts(m.ctx, cfg.Peers)
+	}()
 	go m.accept()
 	for _, p := range m.peers {
 		if p != nil {
@@ -999,7 +1003,7 @@ func (m *Mesh) serve(c net.Conn) {
 	a, evicted := m.arrivals.add(c)
 	if evicted != nil {
 		if m.crowded.Add(1); !m.isClosed() {
-			m.newsEvent(newsCrowded).Str("remote", evicted.c.RemoteAddr().String()).Uint64("crowded", m.crowded.Load()).Int("at_once", m.arrivals.max).
+			m.newsEvent(newsCrowded).Str("remote", evicted.c.RemoteAddr().String()).Uint64("crowded", m.crowded.Load()).Int("at_once", m.arrivals.max[evicted.pool]).
 				Msg("qnet: closed the oldest connection still in its hello for a new one: as many were as allowed (strangers opening connections?)")
 		}
 	}
