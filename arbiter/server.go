@@ -14,6 +14,9 @@ type tenure struct {
 	turn      uint64 // T at which the turn began: names it in Ping and SYNC
 	start     uint64 // tick at which it began
 	decisions int
+	// lapsed: at the last tick a member's silence had lapsed and the SYNC
+	// would remove it (lapsedRemovable; silences grow only with ticks).
+	lapsed bool
 	// heard are the members heard from during the turn (any datagram, or
 	// admitted in it), with the tick they were last heard: not silent, so
 	// not to be removed. replied are those that answered a ping of the
@@ -358,9 +361,10 @@ func (n *Node) turnEnds() bool {
 
 // lapsedRemovable reports whether a member not heard this turn has been
 // silent for longer than the lease, and the SYNC would remove it now (see
-// endTurn): the turn ends as soon as maybeEndTurn allows rather than after
-// TurnTicks, since what the member holds is reclaimed only by that SYNC (a
-// kill -9 of a holder cost a lease and its margin, 180 ticks, plus 80 more
+// endTurn): the turn ends as soon as maybeEndTurn allows (from the tick
+// that finds it, tickServer) rather than after TurnTicks, since what the
+// member holds is reclaimed only by that SYNC (a kill -9 of a holder cost
+// a lease and its margin, 180 ticks, plus 80 more
 // on average: up to a turn in the count of the silence, up to another
 // waiting for the SYNC). The SYNC's rule is unchanged; only its time is. It
 // does not stop the server deciding meanwhile (canDecide): with several
@@ -419,7 +423,7 @@ func (n *Node) mayDecide() bool {
 // maybeEndTurn ends the turn once it must end and every member has answered
 // the ping, or the ping has had PingTimeoutTicks to be answered.
 func (n *Node) maybeEndTurn() bool {
-	if !(n.mustEndTurn() || n.lapsedRemovable()) || !n.hasAuthority() || n.claim != nil {
+	if !(n.mustEndTurn() || n.srv.lapsed) || !n.hasAuthority() || n.claim != nil {
 		return false
 	}
 	// A turn that ends for a leave decides nothing more, and waits for no
@@ -1182,6 +1186,8 @@ func (n *Node) deferJoin(in inbound, m *wire.JoinRequest) {
 func (n *Node) tickServer() {
 	s := n.srv
 	st := n.st
+	// Once a tick, not on every input: maybeEndTurn runs after each.
+	s.lapsed = n.lapsedRemovable()
 	if st.voters == 1 {
 		// Alone, or with observers only, the server is its own majority.
 		s.authUntil, s.hadAuth, s.majorityAt = n.now+AuthorityTicks(st.params), true, n.now
