@@ -837,7 +837,7 @@ func (n *Node) Acquire(ctx context.Context, name string) (*Lease, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	return n.acquire(ctx, name)
+	return n.acquire(ctx, name, false)
 }
 
 // TryAcquire is Acquire that gives up with ErrLocked if the resource is
@@ -855,25 +855,9 @@ func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	if c, ok := n.tr.(interface{ AdmittedTo([]int) bool }); ok && n.fo == nil && !c.AdmittedTo(n.factory.Asks(n.cfg.Self)) {
 		return nil, ErrNotConnected
 	}
-	// Held or waited for by another caller of this node: no need to ask
-	// the quorum (and wait TryWait) to know.
-	var busy, leaving bool
-	if err := n.call(ctx, func() {
-		r := n.res[name]
-		busy = r != nil && (r.lease != nil || len(r.waiters) > 0)
-		leaving = n.leaving
-	}); err != nil {
-		return nil, err
-	}
-	if leaving {
-		return nil, ErrClosed
-	}
-	if busy {
-		return nil, fmt.Errorf("%w: held or waited for by another caller of this node", ErrLocked)
-	}
 	try, cancel := context.WithTimeout(ctx, n.cfg.TryWait)
 	defer cancel()
-	l, err := n.acquire(try, name)
+	l, err := n.acquire(try, name, true)
 	if errors.Is(err, context.DeadlineExceeded) && try.Err() != nil && ctx.Err() == nil {
 		return nil, fmt.Errorf("%w: not granted within %v", ErrLocked, n.cfg.TryWait)
 	}
@@ -885,7 +869,10 @@ func (n *Node) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 // behaves alike in both modes; the links could carry qnet.MaxResource.
 const MaxName = 128
 
-func (n *Node) acquire(ctx context.Context, name string) (*Lease, error) {
+// acquire waits for the lock until ctx ends; a try (TryAcquire) fails at
+// once if another caller of this node holds or waits for it: no need to
+// ask the quorum, and wait TryWait, to know.
+func (n *Node) acquire(ctx context.Context, name string, try bool) (*Lease, error) {
 	if name == "" || len(name) > MaxName || !utf8.ValidString(name) {
 		return nil, fmt.Errorf("node: resource name %.20q...: want 1 to %d bytes of UTF-8", name, MaxName)
 	}
@@ -894,6 +881,10 @@ func (n *Node) acquire(ctx context.Context, name string) (*Lease, error) {
 	if cerr := n.call(ctx, func() {
 		if n.leaving {
 			err = ErrClosed
+			return
+		}
+		if r := n.res[name]; try && r != nil && (r.lease != nil || len(r.waiters) > 0) {
+			err = fmt.Errorf("%w: held or waited for by another caller of this node", ErrLocked)
 			return
 		}
 		var r *resource
