@@ -337,11 +337,11 @@ type peer struct {
 type inConn struct {
 	c    net.Conn
 	done chan struct{}
-	// frames counts what was read on it: a connection that carried none
-	// is most often a dialler's that waits before writing to this
-	// incarnation (writeTo), which dials again and again; its ends are
-	// not worth a line each.
-	frames atomic.Uint64
+	// carried: a frame was read on it. One that carried none is most
+	// often a dialler's that waits before writing to this incarnation
+	// (writeTo), which dials again and again; its ends are not worth a
+	// line each.
+	carried atomic.Bool
 }
 
 // Listen validates cfg, listens on Peers[Self] and starts connecting to
@@ -1064,7 +1064,7 @@ func (m *Mesh) takeOver(from int, inc uint64, in *inConn) bool {
 		return true
 	}
 	ev := m.log.Info()
-	if old.frames.Load() == 0 {
+	if !old.carried.Load() {
 		ev = m.log.Debug()
 	}
 	ev.Int("peer", from).Str("remote", in.c.RemoteAddr().String()).Msg("qnet: peer reconnected; closing its previous connection")
@@ -1187,6 +1187,7 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader, quiet func() bool) (from in
 // until it ends, or that incarnation is refused.
 func (m *Mesh) readFrames(from int, inc uint64, in *inConn, br *bufio.Reader) {
 	body := make([]byte, MaxFrame)
+	carried := false
 	for {
 		size, err := binary.ReadUvarint(br)
 		if err == nil && size > MaxFrame {
@@ -1199,10 +1200,13 @@ func (m *Mesh) readFrames(from int, inc uint64, in *inConn, br *bufio.Reader) {
 			_, err = io.ReadFull(br, body[:size])
 		}
 		if err != nil {
-			m.inputEnded(from, err, in.frames.Load())
+			m.inputEnded(from, err, in.carried.Load())
 			return
 		}
-		in.frames.Add(1)
+		if !carried { // set once: not an atomic write per frame
+			carried = true
+			in.carried.Store(true)
+		}
 		f, err := DecodeFrame(body[:size])
 		if err != nil {
 			m.malformed.Add(1)
@@ -1235,16 +1239,16 @@ func (m *Mesh) readFrames(from int, inc uint64, in *inConn, br *bufio.Reader) {
 	}
 }
 
-// inputEnded logs why an accepted connection ended, after it carried
-// frames.
-func (m *Mesh) inputEnded(from int, err error, frames uint64) {
+// inputEnded logs why an accepted connection ended; carried says whether
+// it carried a frame.
+func (m *Mesh) inputEnded(from int, err error, carried bool) {
 	var ne net.Error
 	switch {
 	case m.isClosed():
 	case errors.Is(err, net.ErrClosed):
 		// takeOver closed it: the peer redialled.
 		m.log.Debug().Int("peer", from).Msg("qnet: previous connection from peer closed")
-	case errors.Is(err, io.EOF) && frames == 0:
+	case errors.Is(err, io.EOF) && !carried:
 		m.log.Debug().Int("peer", from).Msg("qnet: peer closed its connection before any frame (waiting to write to this incarnation?)")
 	case errors.Is(err, io.EOF):
 		m.log.Info().Int("peer", from).Msg("qnet: peer closed its connection")
