@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/internal/boottime"
 	"github.com/mcnode/mcnode/quorumfallback/node"
 )
 
@@ -291,6 +292,16 @@ func TestLeaveHandsTheLockOn(t *testing.T) {
 			}
 			if left, ok := l.TimeLeft(); ok && left > 0 {
 				t.Errorf("a lost lease has %v left", left)
+			}
+			// Expires (and group.Lease.Remaining) must agree: they told
+			// the node's own lease, still running, for a lock handed on.
+			if e, ok := l.(interface{ Expires() time.Time }); ok {
+				if at := e.Expires(); !at.IsZero() && at.After(time.Unix(0, int64(boottime.Now()))) {
+					t.Errorf("a lost lease expires %v from now", at.Sub(time.Unix(0, int64(boottime.Now()))))
+				}
+			}
+			if r, ok := l.(interface{ Remaining() time.Duration }); ok && r.Remaining() > 0 {
+				t.Errorf("a lost lease has %v remaining", r.Remaining())
 			}
 			if err := nodes[0].Leave(ctx); !errors.Is(err, mcnode.ErrClosed) {
 				t.Errorf("Leave of a left node: %v, want ErrClosed", err)

@@ -23,6 +23,7 @@ type Lease struct {
 
 	mu       sync.Mutex
 	err      error // why it ended: nil while held
+	lostAt   time.Time
 	released bool
 }
 
@@ -36,23 +37,27 @@ func (l *Lease) Token() uint64 { return l.token }
 // (it does at every ping of the server this node answers), on the
 // group's Clock: for BootClock, CLOCK_BOOTTIME, not the time of day. A
 // holder that can no longer be sure to hear Lost in time (its runtime may be
-// stopped) must stop using the resource by then.
-func (l *Lease) Expires() time.Time { return time.Unix(0, l.g.leaseEnd.Load()) }
+// stopped) must stop using the resource by then. A lost lease expired when
+// it was lost, though the node's own may run on (a Leave or Close hands the
+// lock on at once).
+func (l *Lease) Expires() time.Time {
+	end := time.Unix(0, l.g.leaseEnd.Load())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil && !l.released && l.lostAt.Before(end) {
+		return l.lostAt
+	}
+	return end
+}
 
-// Remaining returns how long this node's lease has left unless renewed.
+// Remaining returns how long this node's lease has left unless renewed:
+// none, or less, once lost.
 func (l *Lease) Remaining() time.Duration { return l.Expires().Sub(l.g.clock.Now()) }
 
-// TimeLeft is Remaining, and true: a multicast-mode lease always expires
-// unless renewed (mcnode.Lease). A lost lease has none left, though the
-// node's own may run on (a Leave or Close hands the lock on at once).
+// TimeLeft is Remaining, never below zero, and true: a multicast-mode lease
+// always expires unless renewed (mcnode.Lease).
 func (l *Lease) TimeLeft() (time.Duration, bool) {
-	l.mu.Lock()
-	lost := l.err != nil && !l.released
-	l.mu.Unlock()
-	if lost {
-		return 0, true
-	}
-	return l.Remaining(), true
+	return max(l.Remaining(), 0), true
 }
 
 // Lost returns a channel that is closed if the group takes the resource
@@ -96,6 +101,7 @@ func (l *Lease) lose(err error) {
 		return
 	}
 	l.err = fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	l.lostAt = l.g.clock.Now()
 	close(l.lost)
 }
 

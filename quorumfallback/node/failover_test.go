@@ -14,6 +14,7 @@ import (
 
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/protocols"
+	"github.com/mcnode/mcnode/quorumfallback/qnet"
 )
 
 // fastFailover is a group's config with short failure timings, so that a
@@ -392,4 +393,42 @@ func testRestartedNodeNotStarved(t *testing.T, protocol string) {
 	lease.Release()
 	cancel()
 	others.Wait()
+}
+
+// A lease lost while the node's own still runs (Close) has expired: its
+// Expires was the quorum's deadline, still ahead, for a lock the node no
+// longer held.
+func TestLostLeaseHasExpired(t *testing.T) { eachFaultTolerant(t, testLostLeaseHasExpired) }
+
+func testLostLeaseHasExpired(t *testing.T, protocol string) {
+	const n = 3
+	listeners, peers := loopbackListeners(t, n)
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		c := fastFailover(protocol, "majority")
+		c.Self, c.Peers, c.Listener = i, peers, listeners[i]
+		nd, err := Start(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes[i] = nd
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := nodes[0].Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, ok := l.TimeLeft(); !ok || left <= 0 {
+		t.Fatalf("a held lease: TimeLeft %v, %v", left, ok)
+	}
+	nodes[0].Close()
+	<-l.Lost()
+	if at := l.Expires(); at.After(qnet.Now()) {
+		t.Errorf("a lost lease expires %v from now", at.Sub(qnet.Now()))
+	}
+	if left, ok := l.TimeLeft(); !ok || left != 0 {
+		t.Errorf("a lost lease: TimeLeft %v, %v; want 0, true", left, ok)
+	}
 }

@@ -1012,6 +1012,7 @@ type Lease struct {
 
 	mu       sync.Mutex
 	err      error
+	lostAt   time.Time
 	released bool
 }
 
@@ -1027,12 +1028,19 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
 // Expires is when the lock runs out unless the members of its quorum keep
 // hearing this node, on CLOCK_BOOTTIME (qnet.Now), with failure handling;
-// zero without: the lock lasts until released.
+// zero without: the lock lasts until released. A lost lease expired when it
+// was lost.
 func (l *Lease) Expires() time.Time {
 	if l.quorum == nil {
 		return time.Time{}
 	}
-	return l.n.leaseDeadline(l.quorum)
+	end := l.n.leaseDeadline(l.quorum)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil && l.lostAt.Before(end) {
+		return l.lostAt
+	}
+	return end
 }
 
 // TimeLeft returns how long the lock has left unless renewed (its quorum
@@ -1043,10 +1051,7 @@ func (l *Lease) TimeLeft() (time.Duration, bool) {
 	if e.IsZero() {
 		return 0, false
 	}
-	if l.Err() != nil {
-		return 0, true
-	}
-	return e.Sub(qnet.Now()), true
+	return max(e.Sub(qnet.Now()), 0), true
 }
 
 // Err says why the lease was lost, or nil.
@@ -1092,5 +1097,6 @@ func (l *Lease) lose(err error) {
 		return
 	}
 	l.err = fmt.Errorf("%w: %w", ErrLeaseLost, err)
+	l.lostAt = qnet.Now()
 	close(l.lost)
 }
