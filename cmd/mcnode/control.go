@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -183,7 +184,7 @@ var errLineTooLong = fmt.Errorf("request line over %d bytes", maxRequestLine)
 // accept (out of file descriptors, say) is retried after a pause that grows
 // to maxAcceptBackoff: returning would leave the daemon running with no way
 // for a client to reach it.
-func serveControl(l net.Listener, g locker, log zerolog.Logger) {
+func serveControl(l net.Listener, g locker, h *holders, log zerolog.Logger) {
 	var backoff time.Duration
 	for {
 		conn, err := l.Accept()
@@ -202,7 +203,7 @@ func serveControl(l net.Listener, g locker, log zerolog.Logger) {
 			log.Info().Msg("control socket: accepting clients again")
 			backoff = 0
 		}
-		go handleControl(conn, g, log)
+		go handleControl(conn, g, h, log)
 	}
 }
 
@@ -231,7 +232,7 @@ func readLine(in *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
-func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
+func handleControl(conn net.Conn, g locker, h *holders, log zerolog.Logger) {
 	defer conn.Close()
 	in := bufio.NewReader(conn)
 	enc := json.NewEncoder(conn)
@@ -276,7 +277,7 @@ func handleControl(conn net.Conn, g locker, log zerolog.Logger) {
 			_ = enc.Encode(response{Error: err.Error()})
 			return
 		}
-		serveLock(conn, in, enc, g, req, log)
+		serveLock(conn, in, enc, g, h, req, log)
 	case "keys", "key-install", "key-use", "key-remove":
 		r, err := manageKeys(g, req)
 		if err != nil {
@@ -365,7 +366,7 @@ func unquoteKeeping(body []byte) string {
 
 // serveLock acquires for a client and holds the lock while the client stays
 // connected.
-func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req request, log zerolog.Logger) {
+func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, h *holders, req request, log zerolog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The client's release, or its going away, ends it. Nothing else does:
@@ -418,6 +419,15 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 		_ = enc.Encode(response{Error: err.Error()})
 		return
 	}
+	if !h.hold() {
+		// Granted as the daemon stops: the command never started.
+		if err := lease.Release(); err != nil && lease.Err() == nil {
+			log.Warn().Err(err).Str("resource", req.Name).Msg("release")
+		}
+		_ = enc.Encode(response{Error: errDaemonStopping.Error()})
+		return
+	}
+	defer h.done() // after the release below: deferred calls run last first
 	log.Debug().Str("resource", req.Name).Uint64("token", lease.Token()).Msg("lock held for a local client")
 	// Whatever ends the loop below, the lock is released once the client
 	// is gone, and not before: the connection may be held by a command
@@ -456,6 +466,13 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
 			_ = enc.Encode(response{Lost: lease.Err().Error()})
 			return
+		case <-h.stopping():
+			// The client stops the command and goes; the lock is let go
+			// then (above), and not before.
+			log.Info().Str("resource", req.Name).Msg("the daemon stops: stopping the command that holds the lock before giving it back")
+			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = enc.Encode(response{Lost: errDaemonStopping.Error()})
+			return
 		case <-renewals.C:
 			if e, ok := leaseExpiry(lease); ok && e != expires {
 				expires = e
@@ -468,6 +485,74 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, req
 				}
 			}
 		}
+	}
+}
+
+// errDaemonStopping is what a lock client is told when the daemon that
+// holds its lock stops.
+var errDaemonStopping = errors.New("the daemon is stopping: the lock is given back once the command has exited")
+
+// holders are the local clients that hold a lock through this daemon. A
+// daemon that stops tells them first, and lets their locks go only as
+// their commands exit (or after stopWait): it left the group at once,
+// which handed a lock on while the command under it still ran, for as long
+// as the command took to stop (up to the 150 ms before its SIGKILL). The
+// zero of a nil *holders holds everything and never stops (tests).
+type holders struct {
+	mu      sync.Mutex
+	ch      chan struct{} // closed when the daemon stops
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+func newHolders() *holders { return &holders{ch: make(chan struct{})} }
+
+// hold counts one more lock held for a client, unless the daemon stops.
+func (h *holders) hold() bool {
+	if h == nil {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return false
+	}
+	h.wg.Add(1)
+	return true
+}
+
+// done says a lock held for a client was given back.
+func (h *holders) done() {
+	if h != nil {
+		h.wg.Done()
+	}
+}
+
+// stopping is closed when the daemon stops.
+func (h *holders) stopping() <-chan struct{} {
+	if h == nil {
+		return nil
+	}
+	return h.ch
+}
+
+// stop tells every client that holds a lock to stop its command, and waits
+// for them all to give their locks back, for at most wait. It reports
+// whether they did.
+func (h *holders) stop(wait time.Duration) bool {
+	h.mu.Lock()
+	if !h.stopped {
+		h.stopped = true
+		close(h.ch)
+	}
+	h.mu.Unlock()
+	all := make(chan struct{})
+	go func() { h.wg.Wait(); close(all) }()
+	select {
+	case <-all:
+		return true
+	case <-time.After(wait):
+		return false
 	}
 }
 

@@ -141,7 +141,7 @@ func serveFake(t *testing.T, g locker) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	go serveControl(l, g, zerolog.Nop())
+	go serveControl(l, g, nil, zerolog.Nop())
 	return path
 }
 
@@ -234,7 +234,7 @@ func TestControlSocketSurvivesAcceptFailures(t *testing.T) {
 		defer mu.Unlock()
 		return logged.Write(p)
 	})))
-	go serveControl(fl, &fakeLocker{released: make(chan string, 1)}, log)
+	go serveControl(fl, &fakeLocker{released: make(chan string, 1)}, nil, log)
 	d := dialFake(t, path)
 	if err := d.send(request{Op: "status"}); err != nil {
 		t.Fatal(err)

@@ -453,3 +453,8 @@ func clientSocketPath(c *cli.Context) (string, error) {
 
 // leaveTimeout bounds how long a node waits for its leave to be recorded.
 const leaveTimeout = 3 * time.Second
+
+// stopWait bounds how long a stopping daemon waits for the commands under
+// its lock clients to exit before it leaves the group: a client gives its
+// command a grace of at most 1 s before SIGKILL (runLocked), then exits.
+const stopWait = 2 * time.Second

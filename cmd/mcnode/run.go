@@ -100,7 +100,8 @@ func runCommand() *cli.Command {
 				}
 				defer ml.Close()
 			}
-			go serveControl(l, j, log)
+			holding := newHolders()
+			go serveControl(l, j, holding, log)
 			g, err := start(ctx, j)
 			if err != nil {
 				return stoppedBeforeJoining(ctx, err, log)
@@ -136,6 +137,11 @@ func runCommand() *cli.Command {
 			// meanwhile finds the socket unserved, and waits for the
 			// state directory until this one has left (claimState).
 			l.Close()
+			// The commands that hold locks through this daemon stop
+			// first: the leave hands their locks on at once.
+			if !holding.stop(stopWait) {
+				log.Warn().Dur("waited", stopWait).Msg("a lock client did not give its lock back (is it stopped, or did its command leave a process holding the lock's descriptor?): leaving the group all the same")
+			}
 			log.Info().Msg("leaving the group")
 			lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 			defer cancel()
