@@ -101,7 +101,7 @@ func TestUDPJoinLargeState(t *testing.T) {
 		defer g.Close()
 		gs = append(gs, g)
 	}
-	holdMany(t, ctx, gs, locks, "held-by-the-group")
+	leases := holdMany(t, ctx, gs, locks, "held-by-the-group")
 	// A newcomer joins the group, and never founds another if the group is
 	// slow to answer.
 	ncfg := cfg
@@ -118,9 +118,12 @@ func TestUDPJoinLargeState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("newcomer %d joined in %v, knowing %d resources; drops %v", i, time.Since(start).Round(time.Millisecond), len(st.Resources), st.Stats.Drops)
-		if len(st.Resources) < locks {
-			t.Errorf("newcomer %d knows %d resources, the group holds %d", i, len(st.Resources), locks)
+		// A lease lost (a loaded host) frees its lock once the release is
+		// decided: until then the state still holds it.
+		gone := lost(leases)
+		t.Logf("newcomer %d joined in %v, knowing %d resources; drops %v; the group's leases lost so far: %d", i, time.Since(start).Round(time.Millisecond), len(st.Resources), st.Stats.Drops, gone)
+		if len(st.Resources) < locks-gone {
+			t.Errorf("newcomer %d knows %d resources, the group holds at least %d", i, len(st.Resources), locks-gone)
 		}
 		if err := g.Leave(ctx); err != nil {
 			t.Errorf("newcomer %d: leave: %v", i, err)
