@@ -432,3 +432,69 @@ func testLostLeaseHasExpired(t *testing.T, protocol string) {
 		t.Errorf("a lost lease: TimeLeft %v, %v; want 0, true", left, ok)
 	}
 }
+
+// A holder whose quorum stops hearing it loses the lock at its deadline,
+// and releases it only a margin later, as the silent member frees its part:
+// mcnode lock stops the command at the deadline, and the next holder must
+// not enter within that margin. The node released at once, and a waiter
+// whose quorum the holder's own vote completed entered about 20 ms after
+// the command's SIGKILL (black-box round, Maekawa on a majority coterie).
+func TestLostLeaseReleasedAMarginLater(t *testing.T) { eachFaultTolerant(t, testLostLeaseReleasedAMarginLater) }
+
+func testLostLeaseReleasedAMarginLater(t *testing.T, protocol string) {
+	cfg := fastFailover(protocol, "majority")
+	const n = 3
+	listeners, real := loopbackListeners(t, n)
+	proxies := make([]*linkProxy, n)
+	peers := make([]string, n)
+	for i := range proxies {
+		proxies[i] = newLinkProxy(t, real[i])
+		peers[i] = proxies[i].l.Addr().String()
+	}
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		c := cfg
+		c.Self, c.Peers, c.Listener = i, peers, listeners[i]
+		nd, err := Start(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes[i] = nd
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	held, err := nodes[0].Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		if l, err := nodes[2].Acquire(ctx, "x"); err == nil {
+			got <- time.Now()
+			l.Release()
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // node 2 waits
+	// Node 1 stops hearing node 0, and node 0 node 1: node 0's lease runs
+	// out on node 1's silence.
+	proxies[0].setCut(1, true)
+	proxies[1].setCut(0, true)
+	var lost time.Time
+	select {
+	case <-held.Lost():
+		lost = time.Now()
+	case <-ctx.Done():
+		t.Fatal("the holder never lost its lock")
+	}
+	var taken time.Time
+	select {
+	case taken = <-got:
+	case <-ctx.Done():
+		t.Fatal("node 2 never took the lock")
+	}
+	t.Logf("node 2 took the lock %v after the holder lost it (margin %v): %v", taken.Sub(lost).Round(time.Millisecond), cfg.LeaseMargin, held.Err())
+	if taken.Sub(lost) < cfg.LeaseMargin*3/4 {
+		t.Fatalf("node 2 took the lock %v after the holder lost it, within the margin (%v)", taken.Sub(lost), cfg.LeaseMargin)
+	}
+}

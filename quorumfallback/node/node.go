@@ -259,6 +259,9 @@ type resource struct {
 	// pending is an entry held back until its lease is valid (see
 	// failover.go, holdEntry).
 	pending *pendingEntry
+	// releaseAt: the lease ran out (lost), and the lock is released then,
+	// a margin later (failover.go, checkFailures).
+	releaseAt time.Time
 }
 
 type waiter struct {
@@ -381,7 +384,9 @@ func (n *Node) Leave(ctx context.Context) error {
 				w.ch <- result{err: ErrClosed}
 			}
 			r.waiters = nil // nothing asked again on the release
-			if l := r.lease; l != nil {
+			// A lease lost to the failure handling is released a margin
+			// after (checkFailures), which settle waits for.
+			if l := r.lease; l != nil && r.releaseAt.IsZero() {
 				l.lose(ErrClosed)
 				n.release(r)
 			}
