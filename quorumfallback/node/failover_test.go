@@ -439,7 +439,9 @@ func testLostLeaseHasExpired(t *testing.T, protocol string) {
 // not enter within that margin. The node released at once, and a waiter
 // whose quorum the holder's own vote completed entered about 20 ms after
 // the command's SIGKILL (black-box round, Maekawa on a majority coterie).
-func TestLostLeaseReleasedAMarginLater(t *testing.T) { eachFaultTolerant(t, testLostLeaseReleasedAMarginLater) }
+func TestLostLeaseReleasedAMarginLater(t *testing.T) {
+	eachFaultTolerant(t, testLostLeaseReleasedAMarginLater)
+}
 
 func testLostLeaseReleasedAMarginLater(t *testing.T, protocol string) {
 	cfg := fastFailover(protocol, "majority")
