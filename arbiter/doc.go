@@ -199,10 +199,12 @@
 // with authority, so it precedes any later epoch's takeover, from which the
 // new server counts every member's silence.
 // A member whose lease has run out gives up what it holds (EventLost) and
-// releases it. The group removes a member only when, summed over the turns
-// of the servers that did not hear from it, it has been silent for
-// LeaseTicks+LeaseMarginTicks, so the member has stopped before anything it
-// held is granted to another.
+// releases it. The group removes a member only when it has been silent for
+// LeaseTicks+LeaseMarginTicks, counted from when a server last heard it
+// (a SYNC carries on the silence of a member heard early in its turn,
+// wire.Sync.Quiet) and summed over the turns of the servers that did not
+// hear from it since, so the member has stopped before anything it held is
+// granted to another: every anchor of its lease precedes that hearing.
 //
 // # Bad and hostile input
 //

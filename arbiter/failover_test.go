@@ -1111,12 +1111,17 @@ func TestClaimWonLateStillTakesOver(t *testing.T) {
 // kill -9 of a lock's holder while another member waits for the lock: the
 // server, its backup or another member. What the holder held is reclaimed
 // by the SYNC that removes it once it has been silent for a lease and its
-// margin (180 ticks); that SYNC now comes as soon as the silence has
-// lapsed, not at the turn's end, up to TurnTicks later. Over 100 seeds a
-// role, the mean time from the crash to the next grant was 260, 253 and
-// 248 ticks (other, server, backup; 254 in all) and is 239, 232 and 227:
-// the rest is the count of the silence, which starts at the turn the
-// member was first not heard in, and the takeover when the holder served.
+// margin (180 ticks), never before its own lease (as it saw it when it
+// died) and the margin have run out. That SYNC comes as soon as the silence
+// has lapsed, not at the turn's end, up to TurnTicks later; and the silence
+// counts from when the member was last heard (wire.Sync.Quiet), not from
+// the start of the first turn it was not heard in, up to a turn later.
+// Over 100 seeds a role, the mean time from the crash to the next grant
+// was 260, 253 and 248 ticks (other, server, backup; 254 in all), then 238,
+// 232 and 226 with the first change (232), and 228, 221 and 226 with the
+// second (225; the median for other members went from 224 to 195). The
+// rest is the takeover when the holder served or backed the server up,
+// from which a new server counts every member's silence anew.
 func TestCrashedHolderReclaimedWhenItsLeaseLapses(t *testing.T) {
 	p := arbiter.DefaultConfig().Params
 	lease := int64(p.LeaseTicks + p.LeaseMarginTicks)
@@ -1137,20 +1142,21 @@ func TestCrashedHolderReclaimedWhenItsLeaseLapses(t *testing.T) {
 			s.RunTicks(int(seed % 50)) // the crash at any point of a turn
 			acquire(t, s, waiter, "r")
 			s.RunTicks(3)
+			left := int64(holder.Node.LeaseExpiry()) - int64(holder.Node.Now())
 			s.Crash(holder.Index)
 			died := s.Tick()
 			waitUntil(t, s, 1000, "r granted after its holder died", func() bool { return granted(waiter, "r") })
 			d := s.Tick() - died
-			if d < lease {
-				t.Fatalf("%s, seed %d: r granted %d ticks after its holder died, within its lease and margin (%d)", role, seed, d, lease)
+			if margin := int64(p.LeaseMarginTicks); d < left+margin {
+				t.Fatalf("%s, seed %d: r granted %d ticks after its holder died, whose lease had %d left, within it and its margin (%d)", role, seed, d, left, margin)
 			}
 			sum += d
 			runs++
 			checkClean(t, s)
 		}
 	}
-	if mean := float64(sum) / float64(runs); mean > float64(lease)+63 {
-		t.Errorf("r granted %.1f ticks after its holder died, on average: more than %d past its lease and margin", mean, 63)
+	if mean := float64(sum) / float64(runs); mean > float64(lease)+55 {
+		t.Errorf("r granted %.1f ticks after its holder died, on average: more than %d past its lease and margin", mean, 55)
 	} else {
 		t.Logf("r granted %.1f ticks after its holder died, on average (lease and margin %d)", mean, lease)
 	}

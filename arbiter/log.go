@@ -425,6 +425,11 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 	for _, m := range st.members {
 		m.silence = 0
 	}
+	for _, q := range d.Quiet {
+		if m := st.member(q.ID); m != nil {
+			m.silence = q.Ticks
+		}
+	}
 	selfUnheard := slices.Contains(d.Unanswered, n.id)
 	for _, u := range d.Unheard {
 		if m := st.member(u.ID); m != nil {

@@ -1,6 +1,7 @@
 package arbiter
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -551,7 +552,7 @@ func (n *Node) endTurn() {
 	lease := st.params.LeaseTicks + st.params.LeaseMarginTicks
 	maxList := n.maxListed()
 	sync := &wire.Sync{T: st.t, Epoch: st.epoch, Turn: s.turn}
-	var unheard []wire.Silence
+	var unheard, quiet []wire.Silence
 	var unanswered, renew []wire.NodeID
 	for _, m := range st.members {
 		switch {
@@ -561,6 +562,9 @@ func (n *Node) endTurn() {
 			unanswered = append(unanswered, m.id)
 		default:
 			renew = append(renew, m.id)
+		}
+		if q := n.quietFor(m.id); q > 0 {
+			quiet = append(quiet, wire.Silence{ID: m.id, Ticks: q})
 		}
 	}
 	// A SYNC lists as many as fit a datagram, longest silent first: those not
@@ -582,16 +586,12 @@ func (n *Node) endTurn() {
 	} else {
 		sync.Unanswered = unanswered
 	}
-	slices.SortStableFunc(unheard, func(a, b wire.Silence) int {
-		switch {
-		case a.Ticks > b.Ticks:
-			return -1
-		case a.Ticks < b.Ticks:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(unheard, longestSilentFirst)
 	sync.Unheard = unheard[:min(len(unheard), budget)]
+	// Quiet members not listed start their silence at zero: safe, as above.
+	slices.SortStableFunc(quiet, longestSilentFirst)
+	room := maxList - len(sync.Unheard) - len(sync.Unanswered) - len(sync.Renew)
+	sync.Quiet = quiet[:min(len(quiet), max(room, 0))]
 	next := st.backup
 	if st.voters == 1 {
 		next = n.id
@@ -1088,6 +1088,34 @@ func (n *Node) serveJoin(in inbound, m *wire.JoinRequest) {
 	}
 	n.decide(&wire.OkToJoin{T: st.t, Next: next, Epoch: st.epoch, Inc: m.Inc, ID: id, Addr: m.Addr, Members: uint32(len(st.members) + 1), Observer: observer, Transient: m.Observer}, true)
 	n.sendSnapshot(in.src)
+}
+
+// quietFor returns how long a member heard during the tenure has not been
+// heard since, for the SYNC (wire.Sync.Quiet): zero for one heard within
+// two heartbeats, as a live member answering every ping is, so that the
+// list stays empty while all are well; and counted from s.counted at most,
+// since a server that was paused or cut off blames nobody for its own
+// silence (see tenure.counted). Never for this server itself. A member's
+// lease runs from a message a server heard, before the last one this server
+// heard from it or in an earlier turn (see doc.go, Leases), so the silence
+// carried never outgrows the time since its lease was last renewed.
+func (n *Node) quietFor(id wire.NodeID) uint64 {
+	s := n.srv
+	at, ok := s.heard[id]
+	if !ok || id == n.id {
+		return 0
+	}
+	q := n.now - max(at, s.counted)
+	if q < 2*uint64(n.cfg.HeartbeatTicks) {
+		return 0
+	}
+	return q
+}
+
+// longestSilentFirst orders silences for a SYNC's lists, which keep the
+// longest when they are cut short.
+func longestSilentFirst(a, b wire.Silence) int {
+	return cmp.Compare(b.Ticks, a.Ticks)
 }
 
 // heardFrom reports whether the member was heard during the tenure.

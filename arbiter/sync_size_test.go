@@ -10,7 +10,7 @@ import (
 // The largest SYNC endTurn can make fits one datagram: maxListed unheard
 // members, every one of them a lapsed observer it removes, with IDs, ticks
 // and timestamps at their widest encoding; and a Partial one whose Renew
-// takes half the room. Were it to overflow, the server could not end its
+// takes half the room, or Quiet the rest of it. Were it to overflow, the server could not end its
 // turn while that many observers were dead.
 func TestLargestSyncFitsADatagram(t *testing.T) {
 	for _, maxDatagram := range []int{1200, wire.DefaultLimits().MaxDatagram, 9000, wire.MaxUDPPayload} {
@@ -27,17 +27,21 @@ func TestLargestSyncFitsADatagram(t *testing.T) {
 			Backup: wide(2 * k), Promote: wide(2*k + 1), Digest: math.MaxUint64}
 		partial := *full
 		partial.Partial = true
+		quiet := *full // the room Unheard leaves goes to Quiet
 		for i := 0; i < k; i++ {
 			full.Unheard = append(full.Unheard, wire.Silence{ID: wide(i), Ticks: math.MaxUint64})
 			full.RemoveObservers = append(full.RemoveObservers, wide(i))
 			if i < k/2 {
 				partial.Renew = append(partial.Renew, wide(k+i))
+				quiet.Quiet = append(quiet.Quiet, wire.Silence{ID: wide(k + i), Ticks: math.MaxUint64})
 			} else {
 				partial.Unheard = append(partial.Unheard, wire.Silence{ID: wide(i), Ticks: math.MaxUint64})
 				partial.RemoveObservers = append(partial.RemoveObservers, wide(i))
+				quiet.Unheard = append(quiet.Unheard, wire.Silence{ID: wide(i), Ticks: math.MaxUint64})
+				quiet.RemoveObservers = append(quiet.RemoveObservers, wide(i))
 			}
 		}
-		for name, sync := range map[string]*wire.Sync{"full": full, "partial": &partial} {
+		for name, sync := range map[string]*wire.Sync{"full": full, "partial": &partial, "quiet": &quiet} {
 			h := wire.Header{Group: wire.GroupID("g"), From: math.MaxUint64, Inc: math.MaxUint64, T: math.MaxUint64, Epoch: math.MaxUint64, LogEpoch: math.MaxUint64, Instance: math.MaxUint64}
 			out, err := codec.Pack(h, []wire.Message{sync})
 			if err != nil || len(out) != 1 {

@@ -11,7 +11,7 @@ import (
 
 // Version is the wire format version carried in every datagram. A node drops
 // datagrams of another version.
-const Version = 9
+const Version = 10
 
 // magic opens every mcnode datagram ("mc").
 var magic = [2]byte{'m', 'c'}

@@ -195,6 +195,9 @@ func (m *Sync) Validate(l Limits) error {
 		}
 		seen[id] = true
 	}
+	if err := checkLen("Sync.Quiet", len(m.Quiet), l.MaxMembers); err != nil {
+		return err
+	}
 	return checkLen("Sync.Unheard", len(m.Unheard), l.MaxMembers)
 }
 

@@ -267,8 +267,9 @@ type PingReply struct {
 	Probe   uint64
 }
 
-// Silence records that a member was not heard during a turn, and for how many
-// ticks in all it has not been heard.
+// Silence records that a member was not heard during a turn (or, in
+// Sync.Quiet, not lately), and for how many ticks in all it has not been
+// heard.
 type Silence struct {
 	_struct struct{} `codec:",toarray"`
 	ID      NodeID
@@ -313,6 +314,14 @@ type Silence struct {
 // commands all died is cleared in a turn or two, not one turn per command.
 // No member goes together with the holder of a resource whose queue it
 // heads (the arbiter's state.headsRemovedWithHolders says why).
+//
+// Quiet lists members heard during the turn, but not lately: for how many
+// ticks they had not been heard when the SYNC was made. Their silence goes
+// on from there, where that of a member not listed starts at zero: a member
+// that dies just after it was heard is reclaimed a lease and its margin
+// after, not up to a turn later. A member's lease runs from a message the
+// server heard (see the arbiter's doc), so none is renewed past when it
+// was last heard.
 type Sync struct {
 	_struct    struct{} `codec:",toarray"`
 	T, Next    uint64
@@ -329,6 +338,8 @@ type Sync struct {
 	Demote     NodeID // 0: nobody
 	// RemoveObservers: see above (version 7).
 	RemoveObservers []NodeID
+	// Quiet: see above (version 10).
+	Quiet []Silence
 }
 
 // Removed lists the members the Sync removes: Remove, if any, then
