@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -154,5 +157,48 @@ func TestE2EQuorumLockWaitsAcrossRestart(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the lock that waited across its node's restart was not granted within 20 s after the holder let go: %s", waiter.out)
+	}
+}
+
+// A quorum node paused for longer than the detection time, in a group that
+// already lost a node, blames nobody for its own silence: it learns it was
+// declared failed and starts anew, and no healthy node does. It used to
+// suspect every peer on waking (all looked silent, their links broken), and
+// refuse them; a healthy node refused by it, which had put the dead node
+// down and refused the paused one, then counted more than half the group
+// refused and took itself for the one cut off (qnet's isolated), restarting
+// and losing its locks (black-box round: 2 runs in 3).
+func TestE2EQuorumPausedNodeBlamesNobody(t *testing.T) {
+	c := newQuorumCluster(t, 4, "maekawa", "tree")
+	for i := range 4 {
+		c.waitStatus(i, "links up", func(v *statusView) bool { return v.QuorumHeld })
+	}
+	c.kill(2)
+	// Detection (1 s), then the lease and its margin (1.8 s): put down.
+	time.Sleep(3500 * time.Millisecond)
+	if err := c.daemons[1].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.daemons[1].Process.Signal(syscall.SIGCONT) })
+	time.Sleep(3 * time.Second)
+	if err := c.daemons[1].Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	c.waitLog(1, "starting it anew, as a new incarnation")
+	time.Sleep(3 * time.Second) // what a healthy node's restart would take
+	for _, i := range []int{0, 3} {
+		b, err := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("daemon%d.log", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("starting it anew")) {
+			t.Errorf("healthy node %d was declared failed and started anew when node 1 woke", i)
+		}
+	}
+	for _, i := range []int{0, 3, 1} {
+		lock := c.mcnode(i, "lock", "--timeout", "20s", "after", "--", "true")
+		if out, err := lock.CombinedOutput(); err != nil {
+			t.Errorf("a lock on node %d after node 1 woke: %v: %s", i, err, out)
+		}
 	}
 }

@@ -99,6 +99,16 @@ type failover struct {
 	peers                []peerLife
 	ticker               *time.Ticker
 	downs, ups, suspects uint64
+	// checked is when checkFailures last ran. A node that did not run for
+	// half the detection time (SIGSTOP, a starved host) suspects nobody
+	// until quietTill, a detection time after: every peer looks silent to
+	// it then, and its links broken, through its own fault. Suspecting
+	// them, it refused healthy peers, which then took the refusal for
+	// their own failure and started anew (black-box round: a 3 s SIGSTOP
+	// of one of four Maekawa nodes, one dead, restarted two healthy ones
+	// and revoked their locks). Meanwhile it learns whether the group
+	// declared it failed.
+	checked, quietTill time.Time
 }
 
 // peerLife is what the node knows of one peer's incarnations.
@@ -160,6 +170,12 @@ func (n *Node) raiseTokens(m q.Protocol) {
 // checkFailures runs on every tick of the failure handling.
 func (n *Node) checkFailures() {
 	f, now := n.fo, qnet.Now()
+	if gap := now.Sub(f.checked); !f.checked.IsZero() && gap > f.detect/2 {
+		f.quietTill = now.Add(f.detect)
+		n.log.Warn().Dur("stopped_for", gap).Msg("this node did not run for a while (stopped, or starved of CPU): it suspects no peer for the detection time, as its own silence makes every peer look silent")
+	}
+	f.checked = now
+	quiet := now.Before(f.quietTill)
 	for i := range f.peers {
 		if i == n.cfg.Self {
 			continue
@@ -169,7 +185,7 @@ func (n *Node) checkFailures() {
 		switch {
 		case p.down && inc != 0 && inc != p.refused:
 			n.peerUp(i, inc)
-		case !p.down && p.downAt.IsZero() && inc != 0 && f.mesh.Broken(i) == inc:
+		case !p.down && p.downAt.IsZero() && inc != 0 && f.mesh.Broken(i) == inc && !quiet:
 			// The channel to it lost what was on it: the protocols cannot
 			// go on with it, as the simulation's cut links cannot.
 			n.suspect(i, inc, "its link broke: what was sent on it may be lost")
@@ -179,7 +195,7 @@ func (n *Node) checkFailures() {
 			// here to put down (and this one may already).
 			p.downAt = time.Time{}
 			n.log.Info().Int("peer", i).Msg("peer not heard at first is there: not suspected any more")
-		case !p.down && p.downAt.IsZero() && now.Sub(n.heard(i)) > f.detect:
+		case !p.down && p.downAt.IsZero() && now.Sub(n.heard(i)) > f.detect && !quiet:
 			n.suspect(i, inc, "not heard for the detection time")
 		case !p.downAt.IsZero() && !now.Before(p.downAt):
 			n.peerDown(i)
