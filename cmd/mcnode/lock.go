@@ -588,6 +588,7 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	watch := time.NewTicker(watchdogInterval)
 	defer watch.Stop()
 	grace := min(max(h.margin/2, 2*watchdogInterval), time.Second)
+	lastTick := boottime.Now()
 	for {
 		select {
 		case s := <-sigs:
@@ -622,6 +623,17 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 			if h.expires == nil || h.expires() == 0 {
 				continue // leases do not expire in this mode
 			}
+			if now := boottime.Now(); now-lastTick > 5*watchdogInterval {
+				// This process did not run for a while (stopped, or the
+				// machine suspended): the daemon's renewals wait in the
+				// socket, and the deadline read is stale. Read them first,
+				// by the next tick; taking it, a resumed mcnode lock
+				// killed its command under a lock the daemon had renewed
+				// all along (black-box round).
+				lastTick = now
+				continue
+			}
+			lastTick = boottime.Now()
 			deadline := h.expires()
 			left := deadline - boottime.Now()
 			switch {

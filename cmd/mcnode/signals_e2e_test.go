@@ -414,3 +414,23 @@ func TestE2EStoppedDaemonStopsTheHolderFirst(t *testing.T) {
 		})
 	}
 }
+
+// A `mcnode lock` stopped (SIGSTOP) for longer than the lease while its
+// command runs, through a daemon that renews the lock all along: resumed,
+// it reads the renewals that waited in its socket before it judges the
+// lease, and lets the command finish. It killed the command at once and
+// exited 3, "the lease ran out with no renewal" (black-box round).
+func TestE2EStoppedLockClientResumes(t *testing.T) {
+	c := newCluster(t, 1, 1)
+	ready := filepath.Join(c.dir, "started")
+	client := c.background(c.mcnode(0, "lock", "x", "--", "sh", "-c", `touch "$1"; sleep 4`, "sh", ready))
+	waitFile(t, ready, "the command started")
+	if err := client.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // past the 1.5 s lease
+	if err := client.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	client.wantClean(t, "mcnode lock, stopped and resumed while its daemon renewed the lock,")
+}
