@@ -582,14 +582,30 @@ func TestE2ELockWithoutGroup(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != exitNoGroup || !strings.Contains(string(out), "no member of group") {
 		t.Fatalf("lock with no group: %v: %s", err, out)
 	}
-	// A timeout shorter than the wait for a group says the lock was not
-	// even asked for, not that someone holds it.
+	// A timeout shorter than the wait for a group, with no member heard,
+	// is no group too (status 4), not a lock someone holds (1, which it
+	// was: a black-box round).
 	out, err = c.mcnode(0, "lock", "--timeout", "200ms", "x", "--", "true").CombinedOutput()
-	if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired || !strings.Contains(string(out), `timed out after 200ms waiting for lock "x": not yet a member of group "e2e"`) {
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNoGroup || !strings.Contains(string(out), `no member of group "e2e" answered`) || !strings.Contains(string(out), "within --timeout 200ms") {
 		t.Fatalf("lock with no group and a short timeout: %v: %s", err, out)
 	}
 	if out, err := c.mcnode(0, "lock", "--found", "x", "--", "true").CombinedOutput(); err != nil {
 		t.Fatalf("lock --found: %v: %s", err, out)
+	}
+	// Its stderr closed (`... 2>&1 | head -c 1`), mcnode lock still
+	// exits with the command's status: its log lines killed it with
+	// SIGPIPE, status 141 in a shell (black-box round).
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	lock := c.mcnode(0, "lock", "--found", "x", "--", "sh", "-c", "exit 5")
+	lock.Stdout, lock.Stderr = w, w
+	err = lock.Run()
+	w.Close()
+	if !errors.As(err, &ee) || ee.ExitCode() != 5 {
+		t.Fatalf("lock --found with its stderr closed: %v, want the command's status 5", err)
 	}
 }
 

@@ -70,6 +70,14 @@ func commonFlags() []cli.Flag {
 	}
 }
 
+func init() {
+	// Milliseconds in every line's time (whole seconds by default, which
+	// the console showed as .000), and durations with their unit ("150ms",
+	// where "kill_after=150" left the reader to guess).
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
+	zerolog.DurationFieldFormat = zerolog.DurationFormatString
+}
+
 // logger builds the logger the flags ask for.
 func logger(c *cli.Context) (zerolog.Logger, error) {
 	level, err := zerolog.ParseLevel(strings.ToLower(c.String("log-level")))

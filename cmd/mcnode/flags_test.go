@@ -3,12 +3,15 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/quick"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -286,5 +289,28 @@ func TestOnCommandLine(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%v with MCNODE_STATE_DIR=%q: on the command line %v, want %v", tc.args, tc.env, got, tc.want)
 		}
+	}
+}
+
+// Log lines carry milliseconds and durations their unit: the console showed
+// every time as HH:MM:SS.000, and "kill_after=150" (black-box round).
+func TestLogTimesAndDurations(t *testing.T) {
+	var b strings.Builder
+	log := zerolog.New(&b).With().Timestamp().Logger()
+	log.Info().Dur("kill_after", 150*time.Millisecond).Msg("m")
+	line := b.String()
+	if !strings.Contains(line, `"kill_after":"150ms"`) {
+		t.Errorf("a duration logged as %s", line)
+	}
+	if !regexp.MustCompile(`"time":"[0-9T:-]+\.[0-9]{3}`).MatchString(line) {
+		t.Errorf("a time logged without milliseconds: %s", line)
+	}
+}
+
+// main's "mcnode: " is not doubled by the package mcnode's own prefix.
+func TestErrorsUnprefixed(t *testing.T) {
+	err := fmt.Errorf("mcnode: links to the peers: %w", errors.New("x"))
+	if got := unprefixed(err); got != "links to the peers: x" {
+		t.Errorf("unprefixed: %q", got)
 	}
 }

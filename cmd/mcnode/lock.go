@@ -128,8 +128,16 @@ func lockAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), catchable(os.Interrupt, syscall.SIGTERM)...)
+	// SIGHUP and SIGQUIT too: a waiting lock killed by the one, or dumping
+	// its goroutines and exiting 2 (a usage error's status) on the other,
+	// withdrew nothing and said nothing useful.
+	ctx, stop := signal.NotifyContext(context.Background(), catchable(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)...)
 	defer stop()
+	// A closed stderr (`mcnode lock ... 2>&1 | head -c 1`) must not kill
+	// mcnode lock with SIGPIPE at its next log line, losing the command's
+	// status: caught, the write fails instead. (Caught, not ignored: an
+	// ignored signal stays ignored in the command.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	holdStop(c.Bool("foreground"))
 	actx := ctx
 	if t := c.Duration("timeout"); t > 0 {
@@ -368,7 +376,33 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 		jctx, cancel = context.WithTimeout(ctx, cfg.NoGroupAfter+2*cfg.LeaseTimeout)
 		defer cancel()
 	}
+	// Whether any member was heard while joining: a --timeout shorter than
+	// NoGroupAfter that ends with none heard means no group (exit 4), not a
+	// lock held elsewhere (exit 1).
+	var heard atomic.Bool
+	joined := make(chan struct{})
+	cfg.Joining = func(status func() (group.Status, error)) {
+		go func() {
+			t := time.NewTicker(50 * time.Millisecond)
+			defer t.Stop()
+			for {
+				if st, err := status(); err == nil && st.HeardGroup {
+					heard.Store(true)
+					return
+				}
+				select {
+				case <-joined:
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
 	g, err := group.Join(jctx, cfg)
+	close(joined)
+	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !heard.Load() && !cfg.Bootstrap {
+		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("no member of group %q answered on %s via %s within --timeout %v: run `mcnode run` on the hosts that share locks (see the README), or pass --found to start the group here", cfg.Name, cfg.Address, cfg.Interface, c.Duration("timeout"))}
+	}
 	if err != nil && c.Bool("nonblock") && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("not admitted to group %q within %v, and --nonblock waits no longer: %w", cfg.Name, cfg.NoGroupAfter+2*cfg.LeaseTimeout, err)}
 	}

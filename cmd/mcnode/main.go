@@ -59,13 +59,19 @@ func main() {
 	case err == nil:
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintf(os.Stderr, "mcnode: %v\n", ee.err)
+			fmt.Fprintf(os.Stderr, "mcnode: %s\n", unprefixed(ee.err))
 		}
 		os.Exit(ee.code)
 	default:
-		fmt.Fprintf(os.Stderr, "mcnode: %v\n", err)
+		fmt.Fprintf(os.Stderr, "mcnode: %s\n", unprefixed(err))
 		os.Exit(1)
 	}
+}
+
+// unprefixed is err's message without the "mcnode: " the package mcnode
+// puts before its own, which main's would double.
+func unprefixed(err error) string {
+	return strings.TrimPrefix(err.Error(), "mcnode: ")
 }
 
 // onUsageError reports a bad flag or argument in one line.

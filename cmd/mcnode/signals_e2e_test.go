@@ -187,7 +187,7 @@ func TestE2ERunSIGHUPLeaves(t *testing.T) {
 func TestE2ELockInterruptedWhileWaiting(t *testing.T) {
 	c := newCluster(t, 1, 1)
 	ready := filepath.Join(t.TempDir(), "ready")
-	holder := c.background(c.mcnode(0, "lock", "w", "--", "sh", "-c", "echo > "+ready+"; sleep 2"))
+	holder := c.background(c.mcnode(0, "lock", "w", "--", "sh", "-c", "echo > "+ready+"; sleep 4"))
 	waitFile(t, ready, "the first holder's command started")
 	waiter := c.background(c.mcnode(0, "lock", "w", "--", "true"))
 	time.Sleep(300 * time.Millisecond) // queued behind the holder
@@ -197,6 +197,19 @@ func TestE2ELockInterruptedWhileWaiting(t *testing.T) {
 	waiter.wantExit(t, exitNotAcquired, "mcnode lock interrupted while waiting")
 	if out := waiter.out.String(); !strings.Contains(out, "interrupted while waiting for lock \"w\"") {
 		t.Errorf("mcnode lock interrupted while waiting says:\n%s", out)
+	}
+	// SIGHUP and SIGQUIT likewise: the one killed it (status 129), the
+	// other dumped its goroutines and exited 2 (black-box round).
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGQUIT} {
+		waiter := c.background(c.mcnode(0, "lock", "w", "--", "true"))
+		time.Sleep(300 * time.Millisecond)
+		if err := waiter.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		waiter.wantExit(t, exitNotAcquired, "mcnode lock sent "+sig.String()+" while waiting")
+		if out := waiter.out.String(); !strings.Contains(out, "interrupted while waiting for lock \"w\"") || strings.Contains(out, "goroutine") {
+			t.Errorf("mcnode lock sent %v while waiting says:\n%s", sig, out)
+		}
 	}
 	holder.wantClean(t, "the holder")
 	out, err := c.mcnode(0, "lock", "--timeout", "5s", "w", "--", "true").CombinedOutput()
