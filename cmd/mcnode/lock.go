@@ -165,6 +165,21 @@ func lockAction(c *cli.Context) error {
 	return runLocked(c, name, argv, h, log)
 }
 
+// quorumDaemonState returns the file in which a quorum-mode daemon of the
+// group keeps its fencing tokens in the state directory (node.Config.
+// TokenFile), if there is one: such a daemon ran on this host.
+func quorumDaemonState(c *cli.Context, log zerolog.Logger) string {
+	f, err := timestampFile(c, log)
+	if err != nil || f == "" {
+		return ""
+	}
+	tokens := strings.TrimSuffix(f, ".timestamp") + ".quorum-tokens"
+	if _, err := os.Stat(tokens); err != nil {
+		return ""
+	}
+	return tokens
+}
+
 // holdStop keeps Ctrl-Z (SIGTSTP) from stopping mcnode lock from before it
 // asks for the lock until it exits, after the release: stopped, it could
 // not stop the command when the lease runs out, and stopped while it waits
@@ -330,6 +345,11 @@ var errStillJoining = errors.New("still joining the group")
 
 // acquireLock takes the lock through the daemon, or else by joining.
 func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.Logger) (*held, error) {
+	// A bad --mode is refused whether a daemon answers or not (through one
+	// it was ignored, and the command ran).
+	if m := c.String("mode"); m != modeMulticast && m != modeQuorum {
+		return nil, usage("--mode %q: want multicast or quorum", m)
+	}
 	if !c.Bool("no-daemon") {
 		path, err := clientSocketPath(c)
 		if err != nil {
@@ -343,6 +363,13 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 			return lockViaDaemon(ctx, d, name, c.Bool("nonblock"))
 		case errors.Is(err, errUnsafeSocketDir):
 			return nil, err
+		case errors.Is(err, syscall.ECONNREFUSED) && c.String("mode") == modeMulticast:
+			// A socket nobody serves: the daemon died or restarts. Had it
+			// run in quorum mode, joining the multicast group instead
+			// would take a lock its holders do not exclude.
+			if tokens := quorumDaemonState(c, log); tokens != "" {
+				return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("the daemon at %s does not answer (restarting, or dead?), and it ran in quorum mode (it keeps %s): its locks go through it, not the multicast group; set MCNODE_MODE=quorum for this host's commands", path, tokens)}
+			}
 		}
 	}
 	if m, err := mode(c); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -378,6 +379,12 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 		// The highest fencing token this node saw, so that a restarted
 		// group's tokens start above it (node.Config.TokenFile).
 		cfg.TokenFile = strings.TrimSuffix(f, ".timestamp") + ".quorum-tokens"
+		// There from the start (empty, it reads as no token yet): a lock
+		// client that finds this daemon's socket unserved learns from it
+		// that the group here is a quorum one (quorumDaemonState).
+		if tf, err := os.OpenFile(cfg.TokenFile, os.O_CREATE|os.O_RDONLY, 0o600); err == nil {
+			tf.Close()
+		}
 	}
 	var discover *group.Config // where to find the peers, without --peers
 	if c.String("peers") == "" {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -200,5 +203,27 @@ func TestE2EQuorumPausedNodeBlamesNobody(t *testing.T) {
 		if out, err := lock.CombinedOutput(); err != nil {
 			t.Errorf("a lock on node %d after node 1 woke: %v: %s", i, err, out)
 		}
+	}
+}
+
+// A lock asked on a quorum host whose daemon died (its socket stale), by a
+// command that does not say quorum mode, is refused, saying why: it joined
+// the multicast group of the same name instead, and with --found held a
+// lock the quorum's holders do not exclude (black-box round). A bad --mode
+// is refused even where a daemon answers (it was ignored there).
+func TestE2EQuorumStaleSocketNoMulticastFallback(t *testing.T) {
+	c := newQuorumCluster(t, 3, "central", "")
+	lock := c.mcnode(1, "lock", "--mode", "bogus", "x", "--", "true")
+	out, err := lock.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+		t.Errorf("lock --mode bogus through a daemon: %v, want status %d: %s", err, exitUsage, out)
+	}
+	c.kill(0)
+	c.env = nil // a command of this host that says nothing of quorum mode
+	lock = c.mcnode(0, "lock", "--found", "x", "--", "true")
+	out, err = lock.CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNoGroup || !strings.Contains(string(out), "it ran in quorum mode") {
+		t.Fatalf("lock in multicast mode beside a dead quorum daemon: %v, want status %d saying it ran in quorum mode: %s", err, exitNoGroup, out)
 	}
 }
