@@ -394,6 +394,13 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, h *
 		}
 	}()
 	if req.Try {
+		// Quorum mode: a node that cannot reach the nodes it asks gets no
+		// answer, which TryAcquire took for a lock held elsewhere (status
+		// 1, where the lock may well be free): say why instead.
+		if st, err := g.status(); err == nil && st.Mode == modeQuorum && !st.QuorumHeld {
+			_ = enc.Encode(response{Error: "cannot take a lock now: the node " + st.QuorumText})
+			return
+		}
 		// --nonblock promises an answer at once, but only the server can
 		// give it: without a majority none comes, and the request would
 		// wait for it. (Whether this node reaches a majority now cannot

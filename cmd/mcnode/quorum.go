@@ -290,7 +290,11 @@ func quorumStatus(l mcnode.Locker, n *node.Node) (*statusView, error) {
 		mv := memberView{ID: m.ID, Addr: m.Addr}
 		if i := int(m.ID); i != ns.Self && i < len(ns.Links) {
 			mv.Link = "up"
-			if !ns.Links[i].Up {
+			switch {
+			case ns.Links[i].Restarted:
+				mv.Link = "refused: it restarted"
+				down = append(down, fmt.Sprintf("node %d, refused as restarted: restart every node", i))
+			case !ns.Links[i].Up:
 				mv.Link = "down"
 				down = append(down, fmt.Sprintf("node %d", i))
 			}

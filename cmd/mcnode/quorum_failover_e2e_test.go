@@ -227,3 +227,29 @@ func TestE2EQuorumStaleSocketNoMulticastFallback(t *testing.T) {
 		t.Fatalf("lock in multicast mode beside a dead quorum daemon: %v, want status %d saying it ran in quorum mode: %s", err, exitNoGroup, out)
 	}
 }
+
+// Without failure handling a node that restarted is refused for good, and
+// the others' status says so: it said the restarted node's link was up and
+// that they reached the nodes they ask, while no lock could be had, and
+// --nonblock answered that the lock was held (status 1), not why none can
+// be taken (4) (black-box round).
+func TestE2EQuorumRestartedNodeShownRefused(t *testing.T) {
+	c := newQuorumCluster(t, 3, "central", "")
+	for i := range 3 {
+		c.waitStatus(i, "links up", func(v *statusView) bool { return v.QuorumHeld })
+	}
+	c.kill(0)
+	c.startDaemon(0)
+	c.waitLog(1, "refused node that restarted")
+	v := c.waitStatus(1, "node 0 refused", func(v *statusView) bool {
+		return len(v.Members) == 3 && v.Members[0].Link == "refused: it restarted" && !v.QuorumHeld
+	})
+	if !strings.Contains(v.QuorumText, "restart every node") {
+		t.Errorf("status says %q", v.QuorumText)
+	}
+	out, err := c.mcnode(1, "lock", "--nonblock", "fresh", "--", "true").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNoGroup || !strings.Contains(string(out), "cannot take a lock now") {
+		t.Fatalf("lock --nonblock beside a refused coordinator: %v, want status %d: %s", err, exitNoGroup, out)
+	}
+}

@@ -966,6 +966,9 @@ type Status struct {
 type Link struct {
 	Up     bool // connected, and its hello accepted
 	Queued int  // frames waiting to be written to it
+	// Restarted: without failure handling, the peer restarted while this
+	// node ran, and is refused for good (qnet.Mesh.Refusing): down.
+	Restarted bool
 }
 
 // Status reports the node's state.
@@ -983,8 +986,10 @@ func (n *Node) Status() (Status, error) {
 	}
 	if b, ok := n.tr.(interface{ Backlog(int) (bool, int) }); ok {
 		st.Links = make([]Link, len(n.cfg.Peers))
+		r, _ := n.tr.(interface{ Refusing(int) bool })
 		for i := range st.Links {
 			st.Links[i].Up, st.Links[i].Queued = b.Backlog(i)
+			st.Links[i].Restarted = r != nil && r.Refusing(i)
 		}
 	}
 	if s, ok := n.tr.(interface{ Stats() qnet.Stats }); ok {

@@ -302,7 +302,11 @@ type Mesh struct {
 	// incarnations has, by node, the incarnation of its first accepted
 	// hello: a node that comes back with another lost its protocol state.
 	incarnations []uint64
-	incarnation  uint64 // this process's
+	// refusing: without heartbeats, node i restarted while this node ran
+	// and is refused for good (sameIncarnation): its outgoing link may be
+	// up, but nothing it sends is taken, so it counts as down.
+	refusing    []bool
+	incarnation uint64 // this process's
 
 	sentFrames, sentBytes, recvFrames, recvBytes [256]atomic.Uint64
 	// refusedRestart: a peer refused this node as a restarted one. Read
@@ -382,6 +386,7 @@ func Listen(cfg Config) (*Mesh, error) {
 		incoming: make([]*inConn, n),
 
 		incarnations: make([]uint64, n),
+		refusing:     make([]bool, n),
 		incarnation:  rand.Uint64() | 1, // never 0, which means "none yet"
 	}
 	m.tls.Store(pair)
@@ -531,10 +536,10 @@ func (m *Mesh) waitFor(ctx context.Context, admission bool, nodes []int) error {
 // none) are up; m.mu held.
 func (m *Mesh) upTo(nodes []int) bool {
 	if nodes == nil {
-		return m.nUp == m.n-1
+		return m.nUp == m.n-1 && !slices.Contains(m.refusing, true)
 	}
 	for _, i := range nodes {
-		if i >= 0 && i < m.n && i != m.cfg.Self && !m.up[i] {
+		if i >= 0 && i < m.n && i != m.cfg.Self && (!m.up[i] || m.refusing[i]) {
 			return false
 		}
 	}
@@ -1274,7 +1279,20 @@ func (m *Mesh) sameIncarnation(node int, inc uint64) bool {
 	if m.incarnations[node] == 0 {
 		m.incarnations[node] = inc
 	}
+	if m.incarnations[node] != inc && !m.refusing[node] {
+		m.refusing[node] = true
+		close(m.changed)
+		m.changed = make(chan struct{})
+	}
 	return m.incarnations[node] == inc
+}
+
+// Refusing reports whether this node refuses node i for good, as one that
+// restarted while this one ran (without heartbeats: see sameIncarnation).
+func (m *Mesh) Refusing(i int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return i >= 0 && i < m.n && m.refusing[i]
 }
 
 // Connected reports whether this node's links to every other node are up
@@ -1293,7 +1311,7 @@ func (m *Mesh) Backlog(to int) (up bool, queued int) {
 		return false, 0
 	}
 	m.mu.Lock()
-	up = m.up[to]
+	up = m.up[to] && !m.refusing[to]
 	m.mu.Unlock()
 	p := m.peers[to]
 	p.mu.Lock()
