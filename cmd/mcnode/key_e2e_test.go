@@ -304,3 +304,39 @@ func keyOnEveryHost(c *cluster, hosts int, path string, keyfile func(int) string
 		}
 	}
 }
+
+// A quorum node with another key: the others' status shows the
+// connections that did not authenticate and says what that means. It said
+// only "link down" and "0 dropped", where the metrics counted hundreds
+// (black-box round).
+func TestE2EQuorumStatusNamesKeyMismatch(t *testing.T) {
+	const hosts = 3
+	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
+	keyfile := func(i int) string { return filepath.Join(c.dir, fmt.Sprintf("host%d.key", i)) }
+	keyOnEveryHost(c, hosts, filepath.Join(c.dir, "group.key"), keyfile)
+	if err := os.Remove(keyfile(2)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.mcnode(0, "keygen", keyfile(2)).CombinedOutput(); err != nil {
+		t.Fatalf("mcnode keygen: %v: %s", err, out)
+	}
+	var peers []string
+	for _, h := range c.lan.Hosts {
+		peers = append(peers, h.IP+":7950")
+	}
+	c.env = func(i int) []string {
+		return []string{"MCNODE_KEYFILE=" + keyfile(i), "MCNODE_MODE=quorum", "MCNODE_ALGO=maekawa", "MCNODE_COTERIE=majority",
+			"MCNODE_PEERS=" + strings.Join(peers, ","), fmt.Sprintf("MCNODE_NODE_ID=%d", i)}
+	}
+	for i := range hosts {
+		c.startDaemon(i)
+	}
+	v := c.waitStatus(0, "connections refused as unauthenticated", func(v *statusView) bool { return v.Drops["unauthenticated"] > 0 })
+	if len(v.Members) != hosts || v.Members[2].Link != "down" || !strings.Contains(v.QuorumText, "did not authenticate") {
+		t.Errorf("status of node 0 beside a node with another key: %+v", v)
+	}
+	out, err := c.mcnode(0, "status").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "unauthenticated") {
+		t.Errorf("mcnode status: %v: %s", err, out)
+	}
+}

@@ -264,13 +264,7 @@ func (c collector) links(s qnet.Stats) {
 	// Reported even at zero, unlike multicast mode's drops: the set is
 	// small and fixed, and a series that exists from the start is one a
 	// rate() can alert on.
-	for _, d := range []struct {
-		reason string
-		n      uint64
-	}{
-		{"malformed", s.Malformed}, {"bad-sender", s.BadSender}, {"foreign-hello", s.ForeignHello},
-		{"restarted", s.Restarted}, {"unauthenticated", s.Unauthenticated}, {"crowded", s.Crowded},
-	} {
+	for _, d := range linkDrops(s) {
 		c.counter("mcnode_dropped_total", helpDropped, d.n, "reason", d.reason)
 	}
 	c.counter("mcnode_link_frames_lost_total", "Frames in writes that failed when a link broke (some may have arrived).", s.Lost)

@@ -262,6 +262,21 @@ func (d daemonNode) status() (*statusView, error) {
 	return nil, fmt.Errorf("a node of neither mode: %T", d.Locker)
 }
 
+// linkDrop is what a quorum node's links refused for one reason.
+type linkDrop struct {
+	reason string
+	n      uint64
+}
+
+// linkDrops lists what the links refused, by reason, as the metrics and
+// status name them.
+func linkDrops(s qnet.Stats) []linkDrop {
+	return []linkDrop{
+		{"malformed", s.Malformed}, {"bad-sender", s.BadSender}, {"foreign-hello", s.ForeignHello},
+		{"restarted", s.Restarted}, {"unauthenticated", s.Unauthenticated}, {"crowded", s.Crowded},
+	}
+}
+
 // brokenLinksNote is what a node without failure handling adds to its
 // quorum line once links broke: TCP may have lost what was in flight on
 // them, which these protocols never ask for again, and nothing tells
@@ -316,6 +331,23 @@ func quorumStatus(l mcnode.Locker, n *node.Node) (*statusView, error) {
 	}
 	if ns.LeaseMargin == 0 && ns.Net != nil && ns.Net.Reconnects > 0 {
 		v.QuorumText += brokenLinksNote(ns.Net.Reconnects)
+	}
+	if ns.Net != nil {
+		// What the links refused, as the metrics count it (mcnode_dropped_
+		// total): status said "0 dropped" while every connection of a
+		// peer with another key failed (black-box round).
+		net := ns.Net
+		for _, d := range linkDrops(*net) {
+			if d.n > 0 {
+				if v.Drops == nil {
+					v.Drops = map[string]uint64{}
+				}
+				v.Drops[d.reason] = d.n
+			}
+		}
+		if net.Unauthenticated > 0 && len(down) > 0 {
+			v.QuorumText += fmt.Sprintf("; %s did not authenticate (TLS with the group key): a peer with another --keyfile, or none?", plural(int(net.Unauthenticated), "connection"))
+		}
 	}
 	for k, n := range ns.Stats.Sent {
 		if n > 0 {
