@@ -195,6 +195,15 @@ func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, f
 			}
 			return nil, nil, &exitError{code: 1, err: err}
 		}
+		if p.mode == modeQuorum {
+			// Declared failed (stopped, or cut off, for longer than the
+			// detection time), the node starts anew, as a daemon's does.
+			n = newRestartingNode(n, func() (mcnode.Locker, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				return mcnode.Start(ctx, cfg)
+			}, log)
+		}
 		closeNodes := leave([]mcnode.Locker{n})
 		if via != nil {
 			// The group the peers came from is left after the node.

@@ -409,3 +409,48 @@ func TestE2EGamePausedBot(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestE2EGameQuorumPausedBot: in quorum mode (Maekawa, majority coterie) a
+// bot stopped (SIGSTOP) for longer than the detection time is declared
+// failed by the others; its node starts anew, and it plays on in the same
+// game. Its node stayed stopped for good, out of the game with no word of
+// it, and the others played on without it (black-box round).
+func TestE2EGameQuorumPausedBot(t *testing.T) {
+	c := newCluster(t, 4, 0)
+	ps := startBots(t, c, 25*time.Second, 100000, "--mode", "quorum", "--quorum-size", "4", "--algo", "maekawa", "--coterie", "majority")
+	if victim, _ := ps[3].nextPick("bot3", 0, 15*time.Second); victim == "" {
+		t.Fatal("bot3 picked nothing up in 15 s")
+	}
+	_ = ps[3].cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(3 * time.Second) // detection takes 1 s
+	_ = ps[3].cmd.Process.Signal(syscall.SIGCONT)
+	resumed := len(ps[3].lines())
+	var results []game.Result
+	gotAfter := 0
+	for i, p := range ps {
+		events, end := p.end(t, fmt.Sprintf("bot%d", i))
+		results = append(results, end.Nodes...)
+		if i == 3 {
+			for _, e := range events[min(resumed, len(events)):] {
+				if e.Kind == "got" && e.Player == "bot3" {
+					gotAfter++
+				}
+			}
+		}
+	}
+	if gotAfter == 0 {
+		t.Errorf("bot3 consumed no power-up after it was stopped and continued: out of the game")
+	}
+	for _, r := range results {
+		names := map[string]bool{}
+		for _, row := range r.Scoreboard {
+			names[row.Name] = true
+		}
+		if len(names) != 4 {
+			t.Errorf("%s's final scoreboard lists %v, want the four bots", r.Player, names)
+		}
+	}
+	for _, err := range game.Audit(results, 100000) {
+		t.Error(err)
+	}
+}

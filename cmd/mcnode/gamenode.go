@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcnode/mcnode"
+	"github.com/mcnode/mcnode/quorumfallback/node"
+)
+
+// restartingNode is a game player's node on a LAN in quorum mode, started
+// anew when its peers declare it failed (node.ErrFailed), as `mcnode run`
+// starts its node anew: a player whose process was stopped for longer than
+// the detection time was out of the game for good, with no word of it, and
+// the others played on without it (black-box round). It is the same player
+// after: its node keeps its index (Status.Self), by which the others know
+// it, and its subscriptions carry on from the new node.
+type restartingNode struct {
+	start func() (mcnode.Locker, error)
+	log   zerolog.Logger
+	done  chan struct{} // closed by Leave or Close
+
+	mu      sync.Mutex
+	cur     mcnode.Locker
+	swapped chan struct{} // closed and replaced when cur changes
+	closed  bool
+}
+
+// newRestartingNode watches first, and starts a new node with start each
+// time the last one is declared failed.
+func newRestartingNode(first mcnode.Locker, start func() (mcnode.Locker, error), log zerolog.Logger) *restartingNode {
+	r := &restartingNode{start: start, log: log, done: make(chan struct{}), cur: first, swapped: make(chan struct{})}
+	go r.watch()
+	return r
+}
+
+// node is the node in use now.
+func (r *restartingNode) node() mcnode.Locker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur
+}
+
+// watch starts the node anew each time it stops by itself, until Leave or
+// Close.
+func (r *restartingNode) watch() {
+	for {
+		cur := r.node()
+		n, ok := mcnode.Unwrap(cur).(*node.Node)
+		if !ok {
+			return // a multicast node does not stop by itself
+		}
+		select {
+		case <-r.done:
+			return
+		case <-n.Done():
+		}
+		r.log.Warn().Msg("this player's node stopped: its peers declared it failed (they did not hear it: stopped, or cut off); starting it anew")
+		_ = cur.Close() // waits for the first Close: its port is then free
+		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+			next, err := r.start()
+			if err == nil {
+				r.mu.Lock()
+				if r.closed {
+					r.mu.Unlock()
+					_ = next.Close()
+					return
+				}
+				r.cur = next
+				close(r.swapped)
+				r.swapped = make(chan struct{})
+				r.mu.Unlock()
+				r.log.Info().Msg("this player's node started anew, as a new incarnation")
+				break
+			}
+			r.log.Warn().Err(err).Dur("retry_in", delay).Msg("starting this player's node anew failed")
+			select {
+			case <-r.done:
+				return
+			case <-time.After(delay):
+			}
+		}
+	}
+}
+
+// Acquire implements mcnode.Locker on the node in use now.
+func (r *restartingNode) Acquire(ctx context.Context, name string) (mcnode.Lease, error) {
+	return r.node().Acquire(ctx, name)
+}
+
+// TryAcquire implements mcnode.Locker on the node in use now.
+func (r *restartingNode) TryAcquire(ctx context.Context, name string) (mcnode.Lease, error) {
+	return r.node().TryAcquire(ctx, name)
+}
+
+// Publish implements mcnode.Locker on the node in use now.
+func (r *restartingNode) Publish(topic string, data []byte) error {
+	return r.node().Publish(topic, data)
+}
+
+// Status implements mcnode.Locker on the node in use now.
+func (r *restartingNode) Status() (mcnode.Status, error) { return r.node().Status() }
+
+// Subscribe implements mcnode.Locker: the updates of each node in turn, in
+// one channel, closed when the subscription ends or the player leaves.
+func (r *restartingNode) Subscribe(topic string) (<-chan mcnode.Update, func()) {
+	out := make(chan mcnode.Update, 64)
+	stop := make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(out)
+		for {
+			r.mu.Lock()
+			cur, swapped, closed := r.cur, r.swapped, r.closed
+			r.mu.Unlock()
+			if closed {
+				return
+			}
+			updates, cancel := cur.Subscribe(topic)
+			if !forward(out, updates, stop) {
+				cancel()
+				return
+			}
+			cancel()
+			select { // the node ended: the next one, if any
+			case <-swapped:
+			case <-stop:
+				return
+			case <-r.done:
+				return
+			}
+		}
+	}()
+	return out, func() { once.Do(func() { close(stop) }) }
+}
+
+// forward passes updates on to out, dropping what out has no room for (as
+// a node drops what is not read in time), until updates is closed (true)
+// or stop (false).
+func forward(out chan<- mcnode.Update, updates <-chan mcnode.Update, stop <-chan struct{}) bool {
+	for {
+		select {
+		case u, ok := <-updates:
+			if !ok {
+				return true
+			}
+			select {
+			case out <- u:
+			default:
+			}
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// Leave implements mcnode.Locker: no restart after it.
+func (r *restartingNode) Leave(ctx context.Context) error { return r.end().Leave(ctx) }
+
+// Close implements mcnode.Locker: no restart after it.
+func (r *restartingNode) Close() error { return r.end().Close() }
+
+// end stops the restarts and returns the node in use.
+func (r *restartingNode) end() mcnode.Locker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed = true
+		close(r.done)
+	}
+	return r.cur
+}
