@@ -112,6 +112,10 @@ func gameAction(c *cli.Context) error {
 		return usage("--watch and --headless: a spectator needs the screen")
 	case !p.headless && !isatty.IsTerminal(os.Stdin.Fd()):
 		return usage("the game's screen needs a terminal: use --headless for scripts")
+	case !p.headless && !isatty.IsTerminal(os.Stdout.Fd()):
+		// Drawn into a file, the screen was blank and the game played on
+		// unseen (black-box round).
+		return usage("the game's screen needs a terminal, and its output goes elsewhere: use --headless for scripts")
 	}
 	if p.headless && p.duration == 0 {
 		p.duration = time.Minute

@@ -181,3 +181,33 @@ func TestE2EGameScreen(t *testing.T) {
 }
 
 func abs(x int) int { return max(x, -x) }
+
+// In a terminal, with its output redirected, the game says it needs the
+// terminal and exits 2: it drew its screen into the file and played on
+// unseen (black-box round).
+func TestE2EGameOutputRedirected(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("skipped: tmux is not installed (.ci/run installs it)")
+	}
+	s := &screen{t: t, socket: fmt.Sprintf("mcnode-game-out-%d", os.Getpid())}
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", s.socket, "kill-server").Run() })
+	dir := t.TempDir()
+	out, status := dir+"/out", dir+"/status"
+	s.tmux("new-session", "-d", "-s", "game", "-x", "80", "-y", "24",
+		fmt.Sprintf("env MCNODE_TEST_MAIN=1 GORACE=atexit_sleep_ms=0 %s game --bots 1 > %s 2>&1; echo $? > %s", os.Args[0], out, status))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(status)
+		if err == nil && len(b) > 0 {
+			msg, _ := os.ReadFile(out)
+			if strings.TrimSpace(string(b)) != "2" || !strings.Contains(string(msg), "the game's screen needs a terminal") {
+				t.Fatalf("the game with its output in a file: status %s: %s", b, msg)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the game with its output in a file did not exit within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

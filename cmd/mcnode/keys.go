@@ -467,6 +467,11 @@ func keysCommand() *cli.Command {
 			if len(failed) > 1 {
 				nodes = "nodes"
 			}
+			if req.Op == "keys" {
+				// A listing changes nothing: running it again helps only
+				// if those members were busy, not if they hold other keys.
+				return &exitError{code: 1, err: fmt.Errorf("listed here and on %d of %s; not on %s %s: is its daemon running, and does it hold a key of this node's (a different --keyfile)?", len(r.Members)-len(failed), plural(len(r.Members), "other member"), nodes, strings.Join(failed, ", "))}
+			}
 			return &exitError{code: 1, err: fmt.Errorf("done here and on %d of %s; not on %s %s: run the same command again (members do a change once), or on those hosts with --local", len(r.Members)-len(failed), plural(len(r.Members), "other member"), nodes, strings.Join(failed, ", "))}
 		}
 		return nil

@@ -288,12 +288,35 @@ func (u *UI) panel(s Snapshot, st mcnode.Status, ok bool) string {
 
 // fit cuts plain text to w columns and h lines.
 func fit(text string, w, h int) string {
-	lines := strings.Split(text, "\n")
+	var lines []string
+	for _, line := range strings.Split(text, "\n") {
+		lines = append(lines, wrap(line, w)...)
+	}
 	lines = lines[:min(len(lines), max(h, 0))]
 	for i, line := range lines {
 		lines[i] = truncate(line, w)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// wrap breaks a line of words into lines of at most w columns where it can
+// (a longer word is cut by fit): in a narrow terminal the message that asks
+// for a larger one was cut off mid-word (black-box round).
+func wrap(line string, w int) []string {
+	var out []string
+	cur := ""
+	for _, word := range strings.Fields(line) {
+		switch {
+		case cur == "":
+			cur = word
+		case len([]rune(cur))+1+len([]rune(word)) <= w:
+			cur += " " + word
+		default:
+			out = append(out, cur)
+			cur = word
+		}
+	}
+	return append(out, cur)
 }
 
 // truncate cuts s to n columns (s is plain text of one column a rune: the

@@ -111,3 +111,17 @@ func TestScreenFits(t *testing.T) {
 		}
 	}
 }
+
+// In a terminal too small for the game, the message that says so is
+// wrapped to its width, not cut off mid-word ("The game needs a 80x24
+// termina" at 30 columns: black-box round).
+func TestTooSmallMessageWraps(t *testing.T) {
+	p := must(New(quorumStatus{}, Config{Name: "me"}))
+	u := NewUI(p, make(chan Event))
+	m, _ := u.Update(tea.WindowSizeMsg{Width: 30, Height: 10})
+	out := ansiCode.ReplaceAllString(m.(*UI).Render(), "")
+	checkFits(t, out, 30, 10)
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), fmt.Sprintf("The game needs a %dx%d terminal;", MinWidth, MinHeight)) {
+		t.Errorf("at 30x10 the screen says:\n%s", out)
+	}
+}
