@@ -552,7 +552,9 @@ func daemonMembership(c *cli.Context, cfg *group.Config, log zerolog.Logger) str
 		log.Warn().Str("record", was).Msg("this host was a member when its daemon last stopped without leaving; --found: founding the group if no member answers")
 	case was != "":
 		cfg.Bootstrap = false
-		log.Error().Str("record", was).Str("file", cfg.MemberFile).
+		// A warning: after a crash or kill -9 the group usually runs on,
+		// and this daemon joins it at once.
+		log.Warn().Str("record", was).Str("file", cfg.MemberFile).
 			Msg("this host was a member when its daemon last stopped without leaving, and the group may run on without it: waiting for the group instead of founding a second one (if the whole group stopped, start one daemon with --found)")
 		return "this host was a member when its daemon last stopped without leaving, and founds no second group (if the whole group stopped, start one daemon with --found)"
 	}
