@@ -80,6 +80,19 @@ func asDemo(cmd *cli.Command) *cli.Command {
 	return withGroupDefault(cmd, "mcnode-demo")
 }
 
+// localQuorumFlags refuses, for quorum nodes on one host (the demo's, or
+// the game's without a LAN), a --coterie the protocol has none of and the
+// multicast group's flags, which they do not take.
+func localQuorumFlags(c *cli.Context, what string) error {
+	if err := checkCoterie(c); err != nil {
+		return err
+	}
+	if f := typedOf(c, demoMulticastOnly...); f != "" {
+		return usage("--%s applies to the %s's multicast mode only: its quorum nodes run with their protocol's own timings (drop --%s, or run the %s in multicast mode)", f, what, f, what)
+	}
+	return nil
+}
+
 func demoAction(c *cli.Context) error {
 	if err := noArguments(c); err != nil {
 		return err
@@ -99,8 +112,10 @@ func demoAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if f := typedOf(c, demoMulticastOnly...); m == modeQuorum && f != "" {
-		return usage("--%s applies to the demo's multicast mode only: its quorum nodes run with their protocol's own timings (drop --%s, or run the demo in multicast mode)", f, f)
+	if m == modeQuorum {
+		if err := localQuorumFlags(c, "demo"); err != nil {
+			return err
+		}
 	}
 	// The flags are checked here, before a namespace is made, as mcnode run
 	// checks them (in quorum mode only the group's name matters).

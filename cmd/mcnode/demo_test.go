@@ -35,6 +35,7 @@ func TestDemoRefusesBadFlags(t *testing.T) {
 		{[]string{"--mode", "quorum", "--group", ""}, "--group is empty"},
 		// Quorum mode's nodes take no multicast timings.
 		{[]string{"--mode", "quorum", "--lease", "2s"}, "--lease applies to the demo's multicast mode only"},
+		{[]string{"--mode", "quorum", "--algo", "central", "--coterie", "tree"}, "--coterie applies to maekawa, cao-singhal and kakugawa only, not to central"},
 		{[]string{"--mode", "quorum", "--address", "239.192.77.9:7000"}, "--address applies to the demo's multicast mode only"},
 		// Flags it does not list are unknown.
 		{[]string{"--ttl", "0"}, "flag provided but not defined: -ttl"},

@@ -117,6 +117,11 @@ func gameAction(c *cli.Context) error {
 		// unseen (black-box round).
 		return usage("the game's screen needs a terminal, and its output goes elsewhere: use --headless for scripts")
 	}
+	if !p.lan && m == modeQuorum {
+		if err := localQuorumFlags(c, "game"); err != nil {
+			return err
+		}
+	}
 	if p.headless && p.duration == 0 {
 		p.duration = time.Minute
 	}

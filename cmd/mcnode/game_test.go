@@ -35,6 +35,10 @@ func TestGameUsageErrors(t *testing.T) {
 		{[]string{"game", "--headless", "--ttl", "2"}, "--address, --ttl, --bind and --join-timeout apply on a LAN"},
 		{[]string{"game", "--headless", "--address", "239.1.2.3:5000"}, "--address, --ttl, --bind and --join-timeout apply on a LAN"},
 		{[]string{"game", "--headless", "--join-timeout", "5s"}, "--join-timeout apply on a LAN"},
+		// As mcnode run and the demo refuse them (the game took them
+		// silently: black-box round).
+		{append(quorum, "--bots", "2", "--algo", "central", "--coterie", "tree"), "--coterie applies to maekawa, cao-singhal and kakugawa only, not to central"},
+		{append(quorum, "--bots", "2", "--tick", "5ms"), "--tick applies to the game's multicast mode only"},
 		// A game keeps no state and serves no local client.
 		{[]string{"game", "--headless", "--socket", "/nonexist/x.sock"}, "flag provided but not defined: -socket"},
 		{[]string{"game", "--headless", "--state-dir", "/nonexist/state"}, "flag provided but not defined: -state-dir"},

@@ -78,6 +78,15 @@ func mode(c *cli.Context) (string, error) {
 var multicastOnly = []string{"address", "interface", "bind", "ttl", "tick", "turn-length", "turn-timeout", "max-members",
 	"retry", "heartbeat", "takeover-timeout", "join-timeout", "rate-limit", "found"}
 
+// checkCoterie refuses a --coterie typed for a protocol that has none
+// (run, demo and game alike: the last two took it silently).
+func checkCoterie(c *cli.Context) error {
+	if algo := c.String("algo"); slices.Contains(protocols.Names(), algo) && !protocols.UsesCoterie(algo) && onCommandLine(c, "coterie") {
+		return usage("--coterie applies to maekawa, cao-singhal and kakugawa only, not to %s: drop --coterie", algo)
+	}
+	return nil
+}
+
 // quorumConfig builds a quorum-mode node's config from the flags.
 func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 	// Typed ones only: an MCNODE_ variable exported for this host's
@@ -85,8 +94,8 @@ func quorumConfig(c *cli.Context, log zerolog.Logger) (node.Config, error) {
 	if f := typedOf(c, multicastOnly...); c.String("peers") != "" && f != "" {
 		return node.Config{}, usage("--%s applies to the multicast group, which a quorum node given --peers does not join: drop --%s (with --quorum-size instead of --peers the node finds its peers in that group, and takes it)", f, f)
 	}
-	if algo := c.String("algo"); slices.Contains(protocols.Names(), algo) && !protocols.UsesCoterie(algo) && onCommandLine(c, "coterie") {
-		return node.Config{}, usage("--coterie applies to maekawa, cao-singhal and kakugawa only, not to %s: drop --coterie", algo)
+	if err := checkCoterie(c); err != nil {
+		return node.Config{}, err
 	}
 	cfg := node.Config{Group: c.String("group"), Protocol: c.String("algo"), Coterie: c.String("coterie"),
 		Self: c.Int("node-id"), Logger: log,
