@@ -48,18 +48,40 @@ func (n *Node) noteAck(h wire.Header) {
 // backedUp reports whether the grant decided for request p is backed up:
 // the backup of the time of the grant or the current one (which took the log
 // over from it) has shown a log position of at least p.need in this epoch. In a group of one there is no backup, and
-// the backup itself needs nobody.
+// the backup itself needs nobody; but a backup counts only once the server
+// it backs up holds the decision that named it (backupTakenUp).
 func (n *Node) backedUp(p *pending) bool {
 	st := n.st
-	switch {
-	case st.backup == 0 && st.voters == 1:
+	if st.backup == 0 && st.voters == 1 {
 		return true
+	}
+	if !n.backupTakenUp() {
+		// Only the log of this turn's server counts: it was the backup
+		// before the SYNC that named the present one, and may take over
+		// as that, knowing nothing of what the present one alone holds.
+		return n.acks[st.server()] >= p.need
+	}
+	switch {
 	case st.backup == n.id || p.grantNeeds == n.id:
 		return true
 	case st.backup != 0 && n.acks[st.backup] >= p.need:
 		return true
 	}
 	return p.grantNeeds != 0 && n.acks[p.grantNeeds] >= p.need
+}
+
+// backupTakenUp reports whether the server of this node's turn shows it
+// holds the decision that named the backup (backupAt), or is this node.
+// Until then the backup is the log's word only: a server whose SYNC, naming
+// the next server's backup, reached nobody else, and which was then paused,
+// took itself for that backup, which needs nobody's ack, and took a lock on
+// its holder's release (enterOnRelease); the next server, which never had
+// the SYNC, took over as the backup it still was, knowing every grant but
+// that one, and granted the lock again (seed 703,899 of the observers'
+// property test).
+func (n *Node) backupTakenUp() bool {
+	srv := n.st.server()
+	return srv == n.id || n.acks[srv] >= n.backupAt
 }
 
 // confirmGrants puts into effect the grants the backup now holds. Nothing

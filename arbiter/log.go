@@ -264,6 +264,7 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 		}
 		if st.backup == 0 && before == 1 && !d.Observer {
 			st.backup = d.ID // a lone voter gains the backup it lacked
+			n.backupAt = t
 		}
 		st.viewT = t
 		n.viewAckDue = true
@@ -481,6 +482,7 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 	if st.backup != 0 && !st.votes(st.backup) {
 		st.backup = 0
 	}
+	n.backupAt = t
 	return true
 }
 
@@ -496,6 +498,7 @@ func (n *Node) applyTakeover(d *wire.Takeover, t, next uint64) bool {
 		return false
 	}
 	st.markEpoch(d.Epoch, t)
+	n.backupAt = t
 	if n.xfer.need && n.xfer.sound {
 		// The decision this node refused at this T is not in the new
 		// epoch's log, which continues this node's sound state from here.
@@ -1170,6 +1173,7 @@ func (n *Node) install(snap *wire.Snapshot) {
 	}
 	n.log.strangers = 0
 	clear(n.acks)
+	n.backupAt = n.st.t // when the backup was named is not known here
 	clear(n.turnToLeaver) // its leavers may be gone in what this node skipped
 	if n.join != nil {
 		n.stat = statusSyncing
