@@ -1173,7 +1173,7 @@ func (n *Node) install(snap *wire.Snapshot) {
 	}
 	n.log.strangers = 0
 	clear(n.acks)
-	n.backupAt = n.st.t // when the backup was named is not known here
+	n.backupAt = n.st.t   // when the backup was named is not known here
 	clear(n.turnToLeaver) // its leavers may be gone in what this node skipped
 	if n.join != nil {
 		n.stat = statusSyncing
