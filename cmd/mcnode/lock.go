@@ -649,7 +649,7 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 	watch := time.NewTicker(watchdogInterval)
 	defer watch.Stop()
 	grace := min(max(h.margin/2, 2*watchdogInterval), time.Second)
-	lastTick := boottime.Now()
+	lastTick, skipped := boottime.Now(), false
 	for {
 		select {
 		case s := <-sigs:
@@ -684,17 +684,19 @@ func runLocked(c *cli.Context, name string, argv []string, h *held, log zerolog.
 			if h.expires == nil || h.expires() == 0 {
 				continue // leases do not expire in this mode
 			}
-			if now := boottime.Now(); now-lastTick > 5*watchdogInterval {
+			if now := boottime.Now(); now-lastTick > 5*watchdogInterval && !skipped {
 				// This process did not run for a while (stopped, or the
 				// machine suspended): the daemon's renewals wait in the
 				// socket, and the deadline read is stale. Read them first,
 				// by the next tick; taking it, a resumed mcnode lock
 				// killed its command under a lock the daemon had renewed
-				// all along (black-box round).
-				lastTick = now
+				// all along (black-box round). One tick only: a process
+				// starved steadily, every tick late, skipped them all, and
+				// its command outlived the lease (review).
+				lastTick, skipped = now, true
 				continue
 			}
-			lastTick = boottime.Now()
+			lastTick, skipped = boottime.Now(), false
 			deadline := h.expires()
 			left := deadline - boottime.Now()
 			switch {

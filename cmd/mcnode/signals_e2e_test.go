@@ -447,3 +447,39 @@ func TestE2EStoppedLockClientResumes(t *testing.T) {
 	}
 	client.wantClean(t, "mcnode lock, stopped and resumed while its daemon renewed the lock,")
 }
+
+// A `mcnode lock` starved steadily (stopped and continued again and again,
+// as CPU throttling would) while its daemon is stopped still stops its
+// command before another host enters: skipping each late watchdog tick to
+// read renewals first, it skipped them all, and the command wrote on for
+// seconds after the next holder entered (review).
+func TestE2EStarvedLockClientStopsItsCommand(t *testing.T) {
+	c := newCluster(t, 3, 3)
+	dir := c.dir
+	client := c.background(c.mcnode(0, "lock", "r", "--", "sh", "-c",
+		`echo > "$1/started"; while :; do date +%s%N >> "$1/writes"; sleep 0.02; done`, "sh", dir))
+	waitFile(t, filepath.Join(dir, "started"), "the holder's command started")
+	time.Sleep(300 * time.Millisecond)
+	if err := c.daemons[0].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.daemons[0].Process.Signal(syscall.SIGCONT) })
+	wait := c.background(c.mcnode(1, "lock", "--timeout", "30s", "r", "--", "sh", "-c", `date +%s%N > "$1/entered"`, "sh", dir))
+	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); {
+		_ = syscall.Kill(client.cmd.Process.Pid, syscall.SIGSTOP)
+		time.Sleep(150 * time.Millisecond)
+		_ = syscall.Kill(client.cmd.Process.Pid, syscall.SIGCONT)
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-wait.done; err != nil {
+		t.Fatalf("the waiter: %v: %s", err, wait.out)
+	}
+	time.Sleep(200 * time.Millisecond) // a write that raced the entry lands
+	writes, entered := parseUints(t, filepath.Join(dir, "writes")), parseUints(t, filepath.Join(dir, "entered"))
+	if len(writes) == 0 || len(entered) != 1 {
+		t.Fatalf("writes %d, entered %v", len(writes), entered)
+	}
+	if last := writes[len(writes)-1]; last >= entered[0] {
+		t.Fatalf("the starved holder's command wrote %v after the waiter entered", time.Duration(last-entered[0]))
+	}
+}

@@ -553,7 +553,7 @@ func (m *Mesh) missing(nodes []int) []int {
 	defer m.mu.Unlock()
 	var ids []int
 	for i, up := range m.up {
-		if !up && i != m.cfg.Self && (nodes == nil || slices.Contains(nodes, i)) {
+		if (!up || m.refusing[i]) && i != m.cfg.Self && (nodes == nil || slices.Contains(nodes, i)) {
 			ids = append(ids, i)
 		}
 	}
@@ -1279,12 +1279,18 @@ func (m *Mesh) sameIncarnation(node int, inc uint64) bool {
 	if m.incarnations[node] == 0 {
 		m.incarnations[node] = inc
 	}
-	if m.incarnations[node] != inc && !m.refusing[node] {
-		m.refusing[node] = true
+	// Down only once the recorded incarnation sends nothing any more (no
+	// connection of its own): a stray hello (a second node started with
+	// this index, or anyone's without a key) beside the live one made a
+	// healthy peer count as down for good (review). Its own hello takes
+	// it back.
+	same := m.incarnations[node] == inc
+	if refusing := !same && m.incoming[node] == nil; refusing != m.refusing[node] && (refusing || same) {
+		m.refusing[node] = refusing
 		close(m.changed)
 		m.changed = make(chan struct{})
 	}
-	return m.incarnations[node] == inc
+	return same
 }
 
 // Refusing reports whether this node refuses node i for good, as one that

@@ -403,12 +403,46 @@ func TestRestartedNodeRefused(t *testing.T) {
 	if m1.Connected() {
 		t.Fatal("the restarted node counts itself connected")
 	}
+	// Node 0 counts it down: it may still accept node 0's connection, but
+	// nothing it sends is taken.
+	if !m0.Refusing(1) || m0.Connected() {
+		t.Errorf("node 0: Refusing(1) %v, Connected %v: the refused node counts as up", m0.Refusing(1), m0.Connected())
+	}
+	if up, _ := m0.Backlog(1); up {
+		t.Error("node 0's link to the refused node is up")
+	}
 	m1.Send(0, frame(1, 0, 1))
 	select {
 	case in := <-m0.Inbound():
 		t.Fatalf("node 0 took %+v from the restarted node", in)
 	case <-time.After(100 * time.Millisecond):
 	}
+}
+
+// A hello for a live peer's index with another incarnation (a second node
+// started with that index, or anyone's without a key) is refused, and the
+// live peer stays up: it counted as down for good (review).
+func TestStrayHelloLeavesTheLivePeerUp(t *testing.T) {
+	ls, addrs := listeners(t, 2)
+	m0 := start(t, 0, addrs, ls[0], testLogger(t))
+	m1 := start(t, 1, addrs, ls[1], testLogger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, m := range []*Mesh{m0, m1} {
+		if err := m.WaitConnected(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m1.Send(0, frame(1, 0, 1))
+	expect(t, m0, 1, 1)
+	if _, a := rawHello(t, addrs[0], 1, testHello); a != helloRestarted {
+		t.Fatalf("a stray hello as node 1 answered %d, want %d", a, helloRestarted)
+	}
+	if m0.Refusing(1) || !m0.Connected() || !m0.AdmittedTo([]int{1}) {
+		t.Fatalf("after a stray hello: Refusing(1) %v, Connected %v, AdmittedTo %v", m0.Refusing(1), m0.Connected(), m0.AdmittedTo([]int{1}))
+	}
+	m1.Send(0, frame(1, 0, 2))
+	expect(t, m0, 1, 2)
 }
 
 func TestCloseStopsEverything(t *testing.T) {
