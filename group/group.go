@@ -31,7 +31,8 @@ var (
 	// mcnode.ErrClosed, as ErrLocked and ErrLeaseLost match mcnode's.
 	ErrNodeClosed = errkind.New("group: node closed", errkind.Closed)
 	// ErrNoGroup: no member of the group answered a join within
-	// Config.NoGroupAfter.
+	// Config.NoGroupAfter, or before the context of Join ended (the error
+	// then wraps the context's too).
 	ErrNoGroup = errors.New("group: no member of the group answered")
 	// ErrCannotRead: within Config.NoGroupAfter, the group's datagrams
 	// reached a node that joins, and none it could read: sealed with a key
@@ -431,7 +432,16 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 			}
 			noGroup = nil
 		case <-ctx.Done():
+			heard := true
+			g.locked(func() { heard = g.node.HeardGroup() })
 			g.Close()
+			if !heard {
+				// Said as such: a caller's deadline shorter than
+				// NoGroupAfter is no reason to report a group that
+				// answered but was slow to admit (mcnode lock's exit
+				// status depends on it).
+				return nil, fmt.Errorf("group: joining %q: %w, and %w", cfg.Name, ctx.Err(), ErrNoGroup)
+			}
 			return nil, fmt.Errorf("group: joining %q: %w", cfg.Name, ctx.Err())
 		}
 	}

@@ -165,19 +165,19 @@ func lockAction(c *cli.Context) error {
 	return runLocked(c, name, argv, h, log)
 }
 
-// quorumDaemonState returns the file in which a quorum-mode daemon of the
-// group keeps its fencing tokens in the state directory (node.Config.
-// TokenFile), if there is one: such a daemon ran on this host.
-func quorumDaemonState(c *cli.Context, log zerolog.Logger) string {
+// daemonModeOf returns the mode this host's daemon of the group last
+// started in, as it recorded it (recordMode), and the file; "" if none.
+func daemonModeOf(c *cli.Context, log zerolog.Logger) (mode, file string) {
 	f, err := timestampFile(c, log)
 	if err != nil || f == "" {
-		return ""
+		return "", ""
 	}
-	tokens := strings.TrimSuffix(f, ".timestamp") + ".quorum-tokens"
-	if _, err := os.Stat(tokens); err != nil {
-		return ""
+	file = strings.TrimSuffix(f, ".timestamp") + ".mode"
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", file
 	}
-	return tokens
+	return strings.TrimSpace(string(b)), file
 }
 
 // holdStop keeps Ctrl-Z (SIGTSTP) from stopping mcnode lock from before it
@@ -363,12 +363,12 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 			return lockViaDaemon(ctx, d, name, c.Bool("nonblock"))
 		case errors.Is(err, errUnsafeSocketDir):
 			return nil, err
-		case errors.Is(err, syscall.ECONNREFUSED) && c.String("mode") == modeMulticast:
-			// A socket nobody serves: the daemon died or restarts. Had it
-			// run in quorum mode, joining the multicast group instead
-			// would take a lock its holders do not exclude.
-			if tokens := quorumDaemonState(c, log); tokens != "" {
-				return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("the daemon at %s does not answer (restarting, or dead?), and it ran in quorum mode (it keeps %s): its locks go through it, not the multicast group; set MCNODE_MODE=quorum for this host's commands", path, tokens)}
+		case c.String("mode") == modeMulticast:
+			// No daemon answers (stopped, restarting, or dead). Had this
+			// host's run in quorum mode, joining the multicast group
+			// instead would take a lock its holders do not exclude.
+			if mode, file := daemonModeOf(c, log); mode == modeQuorum {
+				return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("no daemon answers at %s, and this host's daemon of the group runs in quorum mode (%s says so): its locks go through it, not the multicast group; set MCNODE_MODE=quorum for this host's commands (or remove %s if the group no longer runs in quorum mode here)", path, file, file)}
 			}
 		}
 	}
@@ -403,31 +403,10 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 		jctx, cancel = context.WithTimeout(ctx, cfg.NoGroupAfter+2*cfg.LeaseTimeout)
 		defer cancel()
 	}
-	// Whether any member was heard while joining: a --timeout shorter than
-	// NoGroupAfter that ends with none heard means no group (exit 4), not a
-	// lock held elsewhere (exit 1).
-	var heard atomic.Bool
-	joined := make(chan struct{})
-	cfg.Joining = func(status func() (group.Status, error)) {
-		go func() {
-			t := time.NewTicker(50 * time.Millisecond)
-			defer t.Stop()
-			for {
-				if st, err := status(); err == nil && st.HeardGroup {
-					heard.Store(true)
-					return
-				}
-				select {
-				case <-joined:
-					return
-				case <-t.C:
-				}
-			}
-		}()
-	}
 	g, err := group.Join(jctx, cfg)
-	close(joined)
-	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !heard.Load() && !cfg.Bootstrap {
+	// A --timeout shorter than NoGroupAfter that ends with no member heard
+	// means no group (exit 4), not a lock held elsewhere (exit 1).
+	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, group.ErrNoGroup) && !cfg.Bootstrap {
 		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("no member of group %q answered on %s via %s within --timeout %v: run `mcnode run` on the hosts that share locks (see the README), or pass --found to start the group here", cfg.Name, cfg.Address, cfg.Interface, c.Duration("timeout"))}
 	}
 	if err != nil && c.Bool("nonblock") && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/mcnode/mcnode"
 	"github.com/mcnode/mcnode/group"
+	"github.com/mcnode/mcnode/internal/atomicfile"
 	"github.com/mcnode/mcnode/internal/boottime"
 	q "github.com/mcnode/mcnode/quorumfallback"
 	"github.com/mcnode/mcnode/quorumfallback/coterie"
@@ -77,6 +77,16 @@ func mode(c *cli.Context) (string, error) {
 // join (with --quorum-size it does, to find its peers, and takes them all).
 var multicastOnly = []string{"address", "interface", "bind", "ttl", "tick", "turn-length", "turn-timeout", "max-members",
 	"retry", "heartbeat", "takeover-timeout", "join-timeout", "rate-limit", "found"}
+
+// recordMode writes the mode this host's daemon of the group runs in to
+// its state file GROUP.mode, at every start: a lock client that finds no
+// daemon to ask must not join the multicast group of a host whose group
+// runs in quorum mode (daemonModeOf).
+func recordMode(base, mode string, log zerolog.Logger) {
+	if err := atomicfile.Write(base+".mode", []byte(mode+"\n")); err != nil {
+		log.Warn().Err(err).Str("file", base+".mode").Msg("cannot record the daemon's mode: a lock client that finds no daemon cannot tell it")
+	}
+}
 
 // checkCoterie refuses a --coterie typed for a protocol that has none
 // (run, demo and game alike: the last two took it silently).
@@ -393,6 +403,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 			if release, err = claimState(strings.TrimSuffix(cfg.TimestampFile, ".timestamp"), log); err != nil {
 				return nil, "", nil, err
 			}
+			recordMode(strings.TrimSuffix(cfg.TimestampFile, ".timestamp"), modeMulticast, log)
 		}
 		why := ""
 		if waits := daemonMembership(c, &cfg, log); waits != "" {
@@ -424,12 +435,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 		// The highest fencing token this node saw, so that a restarted
 		// group's tokens start above it (node.Config.TokenFile).
 		cfg.TokenFile = strings.TrimSuffix(f, ".timestamp") + ".quorum-tokens"
-		// There from the start (empty, it reads as no token yet): a lock
-		// client that finds this daemon's socket unserved learns from it
-		// that the group here is a quorum one (quorumDaemonState).
-		if tf, err := os.OpenFile(cfg.TokenFile, os.O_CREATE|os.O_RDONLY, 0o600); err == nil {
-			tf.Close()
-		}
+		recordMode(strings.TrimSuffix(f, ".timestamp"), modeQuorum, log)
 	}
 	var discover *group.Config // where to find the peers, without --peers
 	if c.String("peers") == "" {

@@ -206,8 +206,9 @@ func TestE2EQuorumPausedNodeBlamesNobody(t *testing.T) {
 	}
 }
 
-// A lock asked on a quorum host whose daemon died (its socket stale), by a
-// command that does not say quorum mode, is refused, saying why: it joined
+// A lock asked on a quorum host whose daemon died (its socket stale) or
+// stopped, by a command that does not say quorum mode, is refused, saying
+// why (the daemon records its mode at every start, GROUP.mode): it joined
 // the multicast group of the same name instead, and with --found held a
 // lock the quorum's holders do not exclude (black-box round). A bad --mode
 // is refused even where a daemon answers (it was ignored there).
@@ -219,12 +220,18 @@ func TestE2EQuorumStaleSocketNoMulticastFallback(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
 		t.Errorf("lock --mode bogus through a daemon: %v, want status %d: %s", err, exitUsage, out)
 	}
-	c.kill(0)
-	c.env = nil // a command of this host that says nothing of quorum mode
-	lock = c.mcnode(0, "lock", "--found", "x", "--", "true")
-	out, err = lock.CombinedOutput()
-	if !errors.As(err, &ee) || ee.ExitCode() != exitNoGroup || !strings.Contains(string(out), "it ran in quorum mode") {
-		t.Fatalf("lock in multicast mode beside a dead quorum daemon: %v, want status %d saying it ran in quorum mode: %s", err, exitNoGroup, out)
+	c.kill(0) // its socket stays, unserved
+	if err := c.daemons[2].Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.daemons[2].Wait() // its socket is gone (review: only the first was refused)
+	c.env = nil             // a command of this host that says nothing of quorum mode
+	for _, host := range []int{0, 2} {
+		lock = c.mcnode(host, "lock", "--found", "x", "--", "true")
+		out, err = lock.CombinedOutput()
+		if !errors.As(err, &ee) || ee.ExitCode() != exitNoGroup || !strings.Contains(string(out), "runs in quorum mode") {
+			t.Fatalf("lock in multicast mode on host %d, its quorum daemon gone: %v, want status %d saying it runs in quorum mode: %s", host, err, exitNoGroup, out)
+		}
 	}
 }
 

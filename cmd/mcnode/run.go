@@ -133,6 +133,9 @@ func runCommand() *cli.Command {
 				}
 				break
 			}
+			// A second signal ends the daemon at once (the default), not
+			// after the wait for the lock clients and the leave (review).
+			stop()
 			// No new client from here: a daemon started in its place
 			// meanwhile finds the socket unserved, and waits for the
 			// state directory until this one has left (claimState).

@@ -483,3 +483,33 @@ func TestE2EStarvedLockClientStopsItsCommand(t *testing.T) {
 		t.Fatalf("the starved holder's command wrote %v after the waiter entered", time.Duration(last-entered[0]))
 	}
 }
+
+// A second SIGTERM ends a stopping daemon at once: it waited out its lock
+// clients (up to 2 s) and its leave (up to 3 s) whatever the operator sent
+// (review).
+func TestE2ESecondSignalEndsAStoppingDaemon(t *testing.T) {
+	c := newCluster(t, 1, 1)
+	ready := filepath.Join(c.dir, "held")
+	client := c.background(c.mcnode(0, "lock", "x", "--", "sh", "-c", `touch "$1"; sleep 30`, "sh", ready))
+	waitFile(t, ready, "the lock is held")
+	// Stopped, the client never gives its lock back: the daemon waits.
+	if err := client.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.cmd.Process.Signal(syscall.SIGCONT) })
+	d := c.daemons[0]
+	if err := d.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := d.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = d.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("the stopping daemon did not end within 1 s of a second SIGTERM")
+	}
+}
