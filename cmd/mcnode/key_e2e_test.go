@@ -120,14 +120,7 @@ func keyRotation(t *testing.T, quorum bool) {
 	keyOnEveryHost(c, hosts, old, keyfile)
 	c.env = func(i int) []string { return []string{"MCNODE_KEYFILE=" + keyfile(i)} }
 	if quorum {
-		var peers []string
-		for _, h := range c.lan.Hosts {
-			peers = append(peers, h.IP+":7950")
-		}
-		c.env = func(i int) []string {
-			return []string{"MCNODE_KEYFILE=" + keyfile(i), "MCNODE_MODE=quorum", "MCNODE_ALGO=maekawa", "MCNODE_COTERIE=majority",
-				"MCNODE_PEERS=" + strings.Join(peers, ","), fmt.Sprintf("MCNODE_NODE_ID=%d", i)}
-		}
+		c.env = keyedQuorumEnv(c, keyfile)
 		for i := range hosts {
 			c.startDaemon(i)
 		}
@@ -286,6 +279,19 @@ func TestE2EKeyFileReadOnly(t *testing.T) {
 // keyOnEveryHost makes a key file at path with mcnode keygen and copies it
 // to keyfile(i) for each of the hosts (making its directory), as an
 // operator copies a group's key to every member.
+// keyedQuorumEnv is the environment of a quorum-mode daemon (Maekawa,
+// majority coterie) on each of the cluster's hosts, with host i's key file.
+func keyedQuorumEnv(c *cluster, keyfile func(int) string) func(int) []string {
+	var peers []string
+	for _, h := range c.lan.Hosts {
+		peers = append(peers, h.IP+":7950")
+	}
+	return func(i int) []string {
+		return []string{"MCNODE_KEYFILE=" + keyfile(i), "MCNODE_MODE=quorum", "MCNODE_ALGO=maekawa", "MCNODE_COTERIE=majority",
+			"MCNODE_PEERS=" + strings.Join(peers, ","), fmt.Sprintf("MCNODE_NODE_ID=%d", i)}
+	}
+}
+
 func keyOnEveryHost(c *cluster, hosts int, path string, keyfile func(int) string) {
 	c.t.Helper()
 	if out, err := c.mcnode(0, "keygen", path).CombinedOutput(); err != nil {
@@ -320,14 +326,7 @@ func TestE2EQuorumStatusNamesKeyMismatch(t *testing.T) {
 	if out, err := c.mcnode(0, "keygen", keyfile(2)).CombinedOutput(); err != nil {
 		t.Fatalf("mcnode keygen: %v: %s", err, out)
 	}
-	var peers []string
-	for _, h := range c.lan.Hosts {
-		peers = append(peers, h.IP+":7950")
-	}
-	c.env = func(i int) []string {
-		return []string{"MCNODE_KEYFILE=" + keyfile(i), "MCNODE_MODE=quorum", "MCNODE_ALGO=maekawa", "MCNODE_COTERIE=majority",
-			"MCNODE_PEERS=" + strings.Join(peers, ","), fmt.Sprintf("MCNODE_NODE_ID=%d", i)}
-	}
+	c.env = keyedQuorumEnv(c, keyfile)
 	for i := range hosts {
 		c.startDaemon(i)
 	}

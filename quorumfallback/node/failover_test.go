@@ -259,13 +259,10 @@ func (p *linkProxy) setCut(from byte, cut bool) {
 // refused too, stay: the one cut off is the node that refused most of the
 // group (before, whichever hello crossed first decided, and the cut-off
 // node's refusals could close the whole rest of the group).
-func TestFailoverCutHolderLosesItsLockFirst(t *testing.T) {
-	eachFaultTolerant(t, testFailoverCutHolderLosesItsLockFirst)
-}
-
-func testFailoverCutHolderLosesItsLockFirst(t *testing.T, protocol string) {
-	cfg := fastFailover(protocol, "majority")
-	const n = 5
+// proxiedNodes starts n nodes of cfg over TCP on loopback, each reached
+// through a linkProxy, which the test can cut or stall.
+func proxiedNodes(t *testing.T, cfg Config, n int) ([]*Node, []*linkProxy) {
+	t.Helper()
 	listeners, real := loopbackListeners(t, n)
 	proxies := make([]*linkProxy, n)
 	peers := make([]string, n)
@@ -284,6 +281,17 @@ func testFailoverCutHolderLosesItsLockFirst(t *testing.T, protocol string) {
 		t.Cleanup(func() { nd.Close() })
 		nodes[i] = nd
 	}
+	return nodes, proxies
+}
+
+func TestFailoverCutHolderLosesItsLockFirst(t *testing.T) {
+	eachFaultTolerant(t, testFailoverCutHolderLosesItsLockFirst)
+}
+
+func testFailoverCutHolderLosesItsLockFirst(t *testing.T, protocol string) {
+	cfg := fastFailover(protocol, "majority")
+	const n = 5
+	nodes, proxies := proxiedNodes(t, cfg, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	held, err := nodes[0].Acquire(ctx, "x") // quorum {0, 1, 2}
@@ -474,24 +482,7 @@ func testLostLeaseReleasedAMarginLater(t *testing.T, protocol string) {
 	// closed, the links do not break, which is suspected at once.)
 	cfg.Lease, cfg.LeaseMargin, cfg.Detect = time.Second, 100*time.Millisecond, 1500*time.Millisecond
 	const n = 3
-	listeners, real := loopbackListeners(t, n)
-	proxies := make([]*linkProxy, n)
-	peers := make([]string, n)
-	for i := range proxies {
-		proxies[i] = newLinkProxy(t, real[i])
-		peers[i] = proxies[i].l.Addr().String()
-	}
-	nodes := make([]*Node, n)
-	for i := range nodes {
-		c := cfg
-		c.Self, c.Peers, c.Listener = i, peers, listeners[i]
-		nd, err := Start(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nd.Close() })
-		nodes[i] = nd
-	}
+	nodes, proxies := proxiedNodes(t, cfg, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	held, err := nodes[0].Acquire(ctx, "x")
