@@ -87,8 +87,12 @@
 // backup holds the decision: the backup is the member the server hands its
 // turn to, named in the state (by the SYNC that started the turn, or the
 // Takeover), and it says what it holds in every header (and in an Ack, when
-// it applies a grant). If the server dies, the backup is the first to ask to
-// take over; it holds every grant in effect, and takes over at once. A
+// it applies a grant). A backup counts only once the server it backs up
+// holds the decision that named it: until then that server, the backup
+// before it, may take over as such, knowing nothing of what the new one
+// alone holds (backupTakenUp). If the server dies, the backup is the first
+// to ask to take over; it holds every grant in effect, and takes over at
+// once. A
 // candidate knows it holds them if it made the last decisions itself, or it
 // was the backup, or the backup voted for it, and no voter had promised an
 // epoch between its log's and its claim's (or just the one right after the
