@@ -318,19 +318,13 @@ func flagNames(err error) string {
 // by MCNODE_STATE_DIR or the config file, as the default, only warns: it
 // may be meant for the host's daemons, not for this command's user).
 func timestampFile(c *cli.Context, log zerolog.Logger) (string, error) {
-	dir := c.String("state-dir")
+	dir, err := stateDir(c)
 	switch {
-	case dir == "none":
+	case err != nil:
+		log.Warn().Err(err).Msg("no --state-dir and no home directory: neither the highest group timestamp seen nor whether this host is a member is kept (a daemon restarted while cut off could found a second group)")
 		return "", nil
 	case dir == "":
-		if x := os.Getenv("XDG_STATE_HOME"); x != "" {
-			dir = filepath.Join(x, "mcnode")
-		} else if home, err := os.UserHomeDir(); err == nil {
-			dir = filepath.Join(home, ".local", "state", "mcnode")
-		} else {
-			log.Warn().Err(err).Msg("no --state-dir and no home directory: neither the highest group timestamp seen nor whether this host is a member is kept (a daemon restarted while cut off could found a second group)")
-			return "", nil
-		}
+		return "", nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		if onCommandLine(c, "state-dir") {
@@ -346,6 +340,26 @@ func timestampFile(c *cli.Context, log zerolog.Logger) (string, error) {
 	}
 	adoptLegacyState(dir, c.String("group"), log)
 	return filepath.Join(dir, name+".timestamp"), nil
+}
+
+// stateDir is the state directory the flags name, or the default: "" for
+// none (--state-dir none); an error if there is no home directory to put
+// the default in. It creates nothing.
+func stateDir(c *cli.Context) (string, error) {
+	dir := c.String("state-dir")
+	switch {
+	case dir == "none":
+		return "", nil
+	case dir != "":
+		return dir, nil
+	case os.Getenv("XDG_STATE_HOME") != "":
+		return filepath.Join(os.Getenv("XDG_STATE_HOME"), "mcnode"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".local", "state", "mcnode"), nil
 }
 
 // State file names: GROUP (see groupFileName) and one of these suffixes;

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,12 +168,12 @@ func lockAction(c *cli.Context) error {
 
 // daemonModeOf returns the mode this host's daemon of the group last
 // started in, as it recorded it (recordMode), and the file; "" if none.
-func daemonModeOf(c *cli.Context, log zerolog.Logger) (mode, file string) {
-	f, err := timestampFile(c, log)
-	if err != nil || f == "" {
+func daemonModeOf(c *cli.Context) (mode, file string) {
+	dir, err := stateDir(c)
+	if err != nil || dir == "" {
 		return "", ""
 	}
-	file = strings.TrimSuffix(f, ".timestamp") + ".mode"
+	file = filepath.Join(dir, groupFileName(c.String("group"))+".mode")
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return "", file
@@ -350,6 +351,7 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	if m := c.String("mode"); m != modeMulticast && m != modeQuorum {
 		return nil, usage("--mode %q: want multicast or quorum", m)
 	}
+	noDaemonAt := ""
 	if !c.Bool("no-daemon") {
 		path, err := clientSocketPath(c)
 		if err != nil {
@@ -363,14 +365,8 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 			return lockViaDaemon(ctx, d, name, c.Bool("nonblock"))
 		case errors.Is(err, errUnsafeSocketDir):
 			return nil, err
-		case c.String("mode") == modeMulticast:
-			// No daemon answers (stopped, restarting, or dead). Had this
-			// host's run in quorum mode, joining the multicast group
-			// instead would take a lock its holders do not exclude.
-			if mode, file := daemonModeOf(c, log); mode == modeQuorum {
-				return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("no daemon answers at %s, and this host's daemon of the group runs in quorum mode (%s says so): its locks go through it, not the multicast group; set MCNODE_MODE=quorum for this host's commands (or remove %s if the group no longer runs in quorum mode here)", path, file, file)}
-			}
 		}
+		noDaemonAt = path
 	}
 	if m, err := mode(c); err != nil {
 		return nil, err
@@ -383,6 +379,12 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	cfg, err := groupConfig(c, log)
 	if err != nil {
 		return nil, noDaemonNoInterface(c, err)
+	}
+	// No daemon answers (stopped, restarting, or dead). Had this host's
+	// run in quorum mode, joining the multicast group instead would take a
+	// lock its holders do not exclude.
+	if mode, file := daemonModeOf(c); noDaemonAt != "" && mode == modeQuorum {
+		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("no daemon answers at %s, and this host's daemon of the group runs in quorum mode (%s says so): its locks go through it, not the multicast group; set MCNODE_MODE=quorum for this host's commands (or remove %s if the group no longer runs in quorum mode here)", noDaemonAt, file, file)}
 	}
 	// Founding a group for one lock is only safe if multicast is known to
 	// work: where it does not, every host would found its own group and all

@@ -79,10 +79,16 @@ var multicastOnly = []string{"address", "interface", "bind", "ttl", "tick", "tur
 	"retry", "heartbeat", "takeover-timeout", "join-timeout", "rate-limit", "found"}
 
 // recordMode writes the mode this host's daemon of the group runs in to
-// its state file GROUP.mode, at every start: a lock client that finds no
-// daemon to ask must not join the multicast group of a host whose group
-// runs in quorum mode (daemonModeOf).
-func recordMode(base, mode string, log zerolog.Logger) {
+// its state file GROUP.mode (timestamp is its GROUP.timestamp, "" for
+// none) once its node has started: a lock client that finds no daemon to
+// ask must not join the multicast group of a host whose group runs in
+// quorum mode (daemonModeOf). Not before: a command line refused later
+// would leave the host marked.
+func recordMode(timestamp, mode string, log zerolog.Logger) {
+	if timestamp == "" {
+		return
+	}
+	base := strings.TrimSuffix(timestamp, ".timestamp")
 	if err := atomicfile.Write(base+".mode", []byte(mode+"\n")); err != nil {
 		log.Warn().Err(err).Str("file", base+".mode").Msg("cannot record the daemon's mode: a lock client that finds no daemon cannot tell it")
 	}
@@ -403,7 +409,6 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 			if release, err = claimState(strings.TrimSuffix(cfg.TimestampFile, ".timestamp"), log); err != nil {
 				return nil, "", nil, err
 			}
-			recordMode(strings.TrimSuffix(cfg.TimestampFile, ".timestamp"), modeMulticast, log)
 		}
 		why := ""
 		if waits := daemonMembership(c, &cfg, log); waits != "" {
@@ -416,6 +421,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 			if err != nil {
 				return nil, &exitError{code: 1, err: err}
 			}
+			recordMode(cfg.TimestampFile, modeMulticast, log)
 			return withKeyAgent(daemonNode{Locker: mcnode.Wrap(g), keyfile: c.String("keyfile")}, log), nil
 		}, why, release, nil
 	}
@@ -435,7 +441,6 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 		// The highest fencing token this node saw, so that a restarted
 		// group's tokens start above it (node.Config.TokenFile).
 		cfg.TokenFile = strings.TrimSuffix(f, ".timestamp") + ".quorum-tokens"
-		recordMode(strings.TrimSuffix(f, ".timestamp"), modeQuorum, log)
 	}
 	var discover *group.Config // where to find the peers, without --peers
 	if c.String("peers") == "" {
@@ -489,6 +494,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 		}
 		d = withKeyAgent(d, log)
 		last = &d
+		recordMode(f, modeQuorum, log)
 		return d, nil
 	}, "starting the quorum node", release, nil
 }

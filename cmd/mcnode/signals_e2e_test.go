@@ -187,7 +187,13 @@ func TestE2ERunSIGHUPLeaves(t *testing.T) {
 func TestE2ELockInterruptedWhileWaiting(t *testing.T) {
 	c := newCluster(t, 1, 1)
 	ready := filepath.Join(t.TempDir(), "ready")
-	holder := c.background(c.mcnode(0, "lock", "w", "--", "sh", "-c", "echo > "+ready+"; sleep 4"))
+	// Under nohup (a test run started with SIGHUP ignored) the lock
+	// clients would inherit the ignore and keep it: catch SIGHUP here, so
+	// that they start with the default.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	holder := c.background(c.mcnode(0, "lock", "w", "--", "sh", "-c", "echo > "+ready+"; sleep 8"))
 	waitFile(t, ready, "the first holder's command started")
 	waiter := c.background(c.mcnode(0, "lock", "w", "--", "true"))
 	time.Sleep(300 * time.Millisecond) // queued behind the holder
@@ -212,7 +218,7 @@ func TestE2ELockInterruptedWhileWaiting(t *testing.T) {
 		}
 	}
 	holder.wantClean(t, "the holder")
-	out, err := c.mcnode(0, "lock", "--timeout", "5s", "w", "--", "true").CombinedOutput()
+	out, err := c.mcnode(0, "lock", "--timeout", "10s", "w", "--", "true").CombinedOutput()
 	if err != nil {
 		t.Fatalf("the lock after the withdrawn request: %v: %s", err, out)
 	}
