@@ -71,7 +71,8 @@ func (n *Node) backedUp(p *pending) bool {
 }
 
 // backupTakenUp reports whether the server of this node's turn shows it
-// holds the decision that named the backup (backupAt), or is this node.
+// holds the decision that named the backup (a log position of at least
+// backupAt), or is this node.
 // Until then the backup is the log's word only: a server whose SYNC, naming
 // the next server's backup, reached nobody else, and which was then paused,
 // took itself for that backup, which needs nobody's ack, and took a lock on

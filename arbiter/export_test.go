@@ -25,3 +25,6 @@ func DecidedForTest(n *Node, id wire.NodeID) int {
 func SnapshotDigestForTest(snap *wire.Snapshot) uint64 {
 	return stateFromSnapshot(snap).digest()
 }
+
+// BackupTakenUpForTest exposes backupTakenUp.
+func BackupTakenUpForTest(n *Node) bool { return n.backupTakenUp() }

@@ -264,7 +264,7 @@ func (n *Node) apply(d wire.Decision, own bool) bool {
 		}
 		if st.backup == 0 && before == 1 && !d.Observer {
 			st.backup = d.ID // a lone voter gains the backup it lacked
-			n.backupAt = t
+			n.backupAt = t + 1
 		}
 		st.viewT = t
 		n.viewAckDue = true
@@ -482,7 +482,7 @@ func (n *Node) applySync(d *wire.Sync, t uint64) bool {
 	if st.backup != 0 && !st.votes(st.backup) {
 		st.backup = 0
 	}
-	n.backupAt = t
+	n.backupAt = t + 1
 	return true
 }
 
@@ -498,7 +498,7 @@ func (n *Node) applyTakeover(d *wire.Takeover, t, next uint64) bool {
 		return false
 	}
 	st.markEpoch(d.Epoch, t)
-	n.backupAt = t
+	n.backupAt = t + 1
 	if n.xfer.need && n.xfer.sound {
 		// The decision this node refused at this T is not in the new
 		// epoch's log, which continues this node's sound state from here.

@@ -180,9 +180,11 @@ type Node struct {
 	// acks (see confirm.go): the highest log position each member has shown
 	// in this epoch, and whether this node owes an Ack.
 	acks map[wire.NodeID]uint64
-	// backupAt is the T of the decision that named the backup in this
-	// node's log (a SYNC, a takeover, a lone voter's first admission), or
-	// of the state installed: see backupTakenUp.
+	// backupAt is the first log position (a header's T: every decision
+	// below it applied) at which the decision that named the backup in this
+	// node's log is held (a SYNC, a takeover, a lone voter's first
+	// admission: its T plus one), or the installed state's T: see
+	// backupTakenUp.
 	backupAt     uint64
 	ackTo        []wire.NodeID // the backup applied hand-overs: Ack these grantees and new heads
 	ackAll       bool          // the backup of a new epoch: Ack everyone

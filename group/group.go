@@ -432,9 +432,12 @@ func Join(ctx context.Context, cfg Config) (*Group, error) {
 			}
 			noGroup = nil
 		case <-ctx.Done():
-			heard := true
-			g.locked(func() { heard = g.node.HeardGroup() })
+			heard, unreadable := true, false
+			g.locked(func() { heard, unreadable = g.node.HeardGroup(), g.unreadable })
 			g.Close()
+			if !heard && unreadable {
+				return nil, fmt.Errorf("group: joining %q: %w, and %w: none it could read", cfg.Name, ctx.Err(), ErrCannotRead)
+			}
 			if !heard {
 				// Said as such: a caller's deadline shorter than
 				// NoGroupAfter is no reason to report a group that

@@ -364,7 +364,7 @@ func stateDir(c *cli.Context) (string, error) {
 
 // State file names: GROUP (see groupFileName) and one of these suffixes;
 // the timestamp comes last, for adoptLegacyState.
-var stateSuffixes = []string{".member", ".mode", ".quorum-tokens", ".timestamp"}
+var stateSuffixes = []string{".member", ".quorum-tokens", ".timestamp"}
 
 const (
 	// stateNameSlack is what a state file's name adds to the group's: its

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"regexp"
@@ -207,10 +208,21 @@ func (p *gamePlan) start(c *cli.Context, log zerolog.Logger) ([]mcnode.Locker, f
 		if p.mode == modeQuorum {
 			// Declared failed (stopped, or cut off, for longer than the
 			// detection time), the node starts anew, as a daemon's does.
-			n = newRestartingNode(n, func() (mcnode.Locker, error) {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			n = newRestartingNode(n, func(ctx context.Context) (mcnode.Locker, error) {
+				ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel()
-				return mcnode.Start(ctx, cfg)
+				again := cfg
+				// The last node closed its listener (review: a --listen
+				// game never came back).
+				again.Quorum.Listener = nil
+				if addr := c.String("listen"); addr != "" {
+					l, err := net.Listen("tcp", addr)
+					if err != nil {
+						return nil, fmt.Errorf("--listen %s: %w", addr, err)
+					}
+					again.Quorum.Listener = l
+				}
+				return mcnode.Start(ctx, again)
 			}, log)
 		}
 		closeNodes := leave([]mcnode.Locker{n})

@@ -19,9 +19,12 @@ import (
 // after: its node keeps its index (Status.Self), by which the others know
 // it, and its subscriptions carry on from the new node.
 type restartingNode struct {
-	start func() (mcnode.Locker, error)
-	log   zerolog.Logger
-	done  chan struct{} // closed by Leave or Close
+	start  func(ctx context.Context) (mcnode.Locker, error)
+	log    zerolog.Logger
+	done   chan struct{} // closed by Leave or Close
+	ctx    context.Context
+	cancel context.CancelFunc // ends a start under way: Leave or Close
+	watch  sync.WaitGroup
 
 	mu      sync.Mutex
 	cur     mcnode.Locker
@@ -31,9 +34,14 @@ type restartingNode struct {
 
 // newRestartingNode watches first, and starts a new node with start each
 // time the last one is declared failed.
-func newRestartingNode(first mcnode.Locker, start func() (mcnode.Locker, error), log zerolog.Logger) *restartingNode {
+func newRestartingNode(first mcnode.Locker, start func(ctx context.Context) (mcnode.Locker, error), log zerolog.Logger) *restartingNode {
 	r := &restartingNode{start: start, log: log, done: make(chan struct{}), cur: first, swapped: make(chan struct{})}
-	go r.watch()
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.watch.Add(1)
+	go func() {
+		defer r.watch.Done()
+		r.restarts()
+	}()
 	return r
 }
 
@@ -44,9 +52,9 @@ func (r *restartingNode) node() mcnode.Locker {
 	return r.cur
 }
 
-// watch starts the node anew each time it stops by itself, until Leave or
-// Close.
-func (r *restartingNode) watch() {
+// restarts starts the node anew each time it stops by itself, until Leave
+// or Close.
+func (r *restartingNode) restarts() {
 	for {
 		cur := r.node()
 		n, ok := mcnode.Unwrap(cur).(*node.Node)
@@ -58,10 +66,15 @@ func (r *restartingNode) watch() {
 			return
 		case <-n.Done():
 		}
+		select {
+		case <-r.done:
+			return // closed by Leave or Close, not declared failed
+		default:
+		}
 		r.log.Warn().Msg("this player's node stopped: its peers declared it failed (they did not hear it: stopped, or cut off); starting it anew")
 		_ = cur.Close() // waits for the first Close: its port is then free
 		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-			next, err := r.start()
+			next, err := r.start(r.ctx)
 			if err == nil {
 				r.mu.Lock()
 				if r.closed {
@@ -163,13 +176,16 @@ func (r *restartingNode) Leave(ctx context.Context) error { return r.end().Leave
 // Close implements mcnode.Locker: no restart after it.
 func (r *restartingNode) Close() error { return r.end().Close() }
 
-// end stops the restarts and returns the node in use.
+// end stops the restarts, a start under way included, and returns the
+// node in use once none is under way.
 func (r *restartingNode) end() mcnode.Locker {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if !r.closed {
 		r.closed = true
 		close(r.done)
+		r.cancel()
 	}
-	return r.cur
+	r.mu.Unlock()
+	r.watch.Wait()
+	return r.node()
 }

@@ -133,9 +133,17 @@ func runCommand() *cli.Command {
 				}
 				break
 			}
-			// A second signal ends the daemon at once (the default), not
-			// after the wait for the lock clients and the leave (review).
-			stop()
+			// A second SIGINT or SIGTERM ends the daemon at once, not after
+			// the wait for the lock clients and the leave (review). SIGHUP
+			// stays caught: a terminal's hang-up must not cut the leave
+			// short.
+			again := make(chan os.Signal, 1)
+			signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+			go func() {
+				<-again
+				log.Warn().Msg("stopped again while stopping: exiting at once, without leaving the group")
+				os.Exit(1)
+			}()
 			// No new client from here: a daemon started in its place
 			// meanwhile finds the socket unserved, and waits for the
 			// state directory until this one has left (claimState).
