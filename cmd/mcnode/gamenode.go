@@ -30,6 +30,23 @@ type restartingNode struct {
 	cur     mcnode.Locker
 	swapped chan struct{} // closed and replaced when cur changes
 	closed  bool
+	// earlier sums the traffic counters of the nodes cur replaced, and
+	// last is cur's as Status last read them: a stopped node reports none,
+	// so what it counted after that read is not in earlier (the game reads
+	// its status every round).
+	earlier, last traffic
+}
+
+// traffic is the part of mcnode.Status that counts: the player's figures
+// carry on across restarts rather than start again at zero.
+type traffic struct{ sent, core, updates, received, dropped uint64 }
+
+func trafficOf(st mcnode.Status) traffic {
+	return traffic{st.Sent, st.Core, st.Updates, st.Received, st.Dropped}
+}
+
+func (a traffic) plus(b traffic) traffic {
+	return traffic{a.sent + b.sent, a.core + b.core, a.updates + b.updates, a.received + b.received, a.dropped + b.dropped}
 }
 
 // newRestartingNode watches first, and starts a new node with start each
@@ -76,16 +93,10 @@ func (r *restartingNode) restarts() {
 		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 			next, err := r.start(r.ctx)
 			if err == nil {
-				r.mu.Lock()
-				if r.closed {
-					r.mu.Unlock()
+				if !r.use(next) {
 					_ = next.Close()
 					return
 				}
-				r.cur = next
-				close(r.swapped)
-				r.swapped = make(chan struct{})
-				r.mu.Unlock()
 				r.log.Info().Msg("this player's node started anew, as a new incarnation")
 				break
 			}
@@ -97,6 +108,20 @@ func (r *restartingNode) restarts() {
 			}
 		}
 	}
+}
+
+// use makes next the node in use, unless Leave or Close came first (false).
+func (r *restartingNode) use(next mcnode.Locker) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.cur = next
+	r.earlier, r.last = r.earlier.plus(r.last), traffic{}
+	close(r.swapped)
+	r.swapped = make(chan struct{})
+	return true
 }
 
 // Acquire implements mcnode.Locker on the node in use now.
@@ -114,8 +139,24 @@ func (r *restartingNode) Publish(topic string, data []byte) error {
 	return r.node().Publish(topic, data)
 }
 
-// Status implements mcnode.Locker on the node in use now.
-func (r *restartingNode) Status() (mcnode.Status, error) { return r.node().Status() }
+// Status implements mcnode.Locker on the node in use now, its traffic
+// counters added to those of the nodes it replaced.
+func (r *restartingNode) Status() (mcnode.Status, error) {
+	cur := r.node()
+	st, err := cur.Status() // outside r.mu: it waits for the node's loop
+	if err != nil {
+		return st, err
+	}
+	r.mu.Lock()
+	all := r.earlier // cur replaced meanwhile: its counts are in it
+	if r.cur == cur {
+		r.last = trafficOf(st)
+		all = all.plus(r.last)
+	}
+	r.mu.Unlock()
+	st.Sent, st.Core, st.Updates, st.Received, st.Dropped = all.sent, all.core, all.updates, all.received, all.dropped
+	return st, nil
+}
 
 // Subscribe implements mcnode.Locker: the updates of each node in turn, in
 // one channel, closed when the subscription ends or the player leaves.
