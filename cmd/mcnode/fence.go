@@ -39,7 +39,8 @@ func fenceCommand() *cli.Command {
 			"recorded, and records it (fsynced); otherwise it fails and changes nothing. An\n" +
 			"equal token is accepted (the same holder writing again). FILE is created with\n" +
 			"mode 0600 if missing; a flock serializes concurrent checks on it.\n" +
-			"`mcnode fence show FILE` prints the highest token recorded (0 if none).\n\n" +
+			"`mcnode fence show FILE` prints the highest token recorded (0 if none;\n" +
+			"status 4 if FILE's directory does not exist, as for check).\n\n" +
 			"  mcnode lock db -- sh -c 'mcnode fence check /srv/db/fence \"$MCNODE_TOKEN\" && ./write-db.sh'\n\n" +
 			"Checking in one process and writing in another is not atomic: a holder can pass\n" +
 			"the check, pause, and write after a newer holder has. That narrows the window to\n" +

@@ -83,6 +83,10 @@ func TestFenceCorruptFile(t *testing.T) {
 	if b, err := os.ReadFile(f); err != nil || string(b) != junk {
 		t.Fatalf("the corrupt file now holds %q (%v)", b, err)
 	}
+	missing := filepath.Join(dir, "no-such-dir", "fence") // a mistyped path
+	if out, code := mcnodeLocal("fence", "show", missing); code != 4 || !strings.Contains(out, filepath.Dir(missing)) {
+		t.Fatalf("fence show in a missing directory: status %d, output %q; want status 4 naming it", code, out)
+	}
 	out, code := mcnodeLocal("fence", "check", dir, "1") // a directory
 	if code != 4 || !strings.Contains(out, dir) {
 		t.Fatalf("fence check on a directory: status %d, output %q; want status 4 naming it", code, out)

@@ -113,10 +113,15 @@ func Check(path string, token uint64) (err error) {
 
 // Highest returns the highest token recorded in the file at path, or 0 if
 // the file does not exist or holds no record yet. A file that holds
-// something other than a record is an error wrapping ErrCorrupt.
+// something other than a record is an error wrapping ErrCorrupt. A missing
+// directory is an error, as for Check: no token can have been recorded
+// there, and 0 would hide a mistyped path.
 func Highest(path string) (uint64, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
+		if _, derr := os.Stat(filepath.Dir(path)); derr != nil {
+			return 0, fmt.Errorf("fence: %s: no token can have been recorded there: %w", path, derr)
+		}
 		return 0, nil
 	}
 	if err != nil {

@@ -131,6 +131,18 @@ func TestFenceMissingFile(t *testing.T) {
 	mustHighest(t, path, 3)
 }
 
+// A missing directory is an error, as it is for Check: 0 would hide a
+// mistyped path.
+func TestFenceMissingDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "no-such-dir", "fence")
+	if h, err := Highest(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Highest in a missing directory = %d, %v; want an error wrapping os.ErrNotExist", h, err)
+	}
+	if err := Check(path, 1); err == nil {
+		t.Fatal("Check in a missing directory succeeded")
+	}
+}
+
 func TestFenceCorruptRefused(t *testing.T) {
 	for _, content := range []string{
 		"57\n",                     // not fixed-width
