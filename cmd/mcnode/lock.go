@@ -409,7 +409,7 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	// A --timeout shorter than NoGroupAfter that ends with no member heard
 	// means no group (exit 4), not a lock held elsewhere (exit 1).
 	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, group.ErrNoGroup) && !cfg.Bootstrap {
-		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("no member of group %q answered on %s via %s within --timeout %v: run `mcnode run` on the hosts that share locks (see the README), or pass --found to start the group here", cfg.Name, cfg.Address, cfg.Interface, c.Duration("timeout"))}
+		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("no member of group %q answered on %s via %s within --timeout %v: run `mcnode run` on the hosts that share locks (see the README); --found starts the group here, safe only if no member runs anywhere (a second group of that name would not exclude the first one's holders)", cfg.Name, cfg.Address, cfg.Interface, c.Duration("timeout"))}
 	}
 	if err != nil && c.Bool("nonblock") && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("not admitted to group %q within %v, and --nonblock waits no longer: %w", cfg.Name, cfg.NoGroupAfter+2*cfg.LeaseTimeout, err)}
@@ -421,7 +421,7 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	}
 	if err != nil {
 		if errors.Is(err, group.ErrNoGroup) {
-			return nil, fmt.Errorf("no member of group %q answered on %s via %s: run `mcnode run` on the hosts that share locks (see the README), or pass --found to start the group here", cfg.Name, cfg.Address, cfg.Interface)
+			return nil, fmt.Errorf("no member of group %q answered on %s via %s: run `mcnode run` on the hosts that share locks (see the README); --found starts the group here, safe only if no member runs anywhere (a second group of that name would not exclude the first one's holders)", cfg.Name, cfg.Address, cfg.Interface)
 		}
 		return nil, err
 	}
