@@ -214,6 +214,12 @@ type MemberInfo struct {
 	Inc     uint64
 	Addr    string
 	Silence uint64 // ticks not heard, as of the last SYNC
+	// Unheard, on the server only: the ticks since it last heard the
+	// member, counted as its SYNC will count them (Silence and this turn's
+	// count for one not heard this turn; 0 for one heard within two
+	// heartbeats). A dead member shows here a heartbeat or two after it
+	// died, where Silence waits for the end of the turn.
+	Unheard uint64
 	// Observer: the member neither votes nor serves (see Config.Observer).
 	// Transient: it asked to be one (a voter only while the group is short).
 	Observer, Transient bool
@@ -227,6 +233,15 @@ func (n *Node) Members() []MemberInfo {
 	out := make([]MemberInfo, len(n.st.members))
 	for i, m := range n.st.members {
 		out[i] = MemberInfo{ID: m.id, Inc: m.inc, Addr: m.addr, Silence: m.silence, Observer: m.observer, Transient: m.transient}
+		if s := n.srv; s != nil && m.id != n.id {
+			if s.heardFrom(m.id) {
+				out[i].Unheard = n.quietFor(m.id)
+			} else if u := m.silence + n.now - s.counted; u >= 2*uint64(n.cfg.HeartbeatTicks) {
+				// Below that, a live member not yet heard in a turn
+				// just begun.
+				out[i].Unheard = u
+			}
+		}
 	}
 	return out
 }

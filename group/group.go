@@ -1234,6 +1234,9 @@ type Status struct {
 	// runs out, the group may hand what it held to another after the margin.
 	LeaseTimeout time.Duration
 	LeaseMargin  time.Duration
+	// Tick is the node's clock tick, the unit of Members' Silence and
+	// Unheard.
+	Tick time.Duration
 	// LeaseLeft is how long this node's own lease has left unless it is
 	// renewed (at every turn, from its answers to the server's pings).
 	LeaseLeft time.Duration
@@ -1284,7 +1287,7 @@ func (g *Group) Status() (Status, error) {
 			T: g.node.T(), Server: srv, IsServer: g.node.IsServer(), Instance: g.node.Instance(),
 			Members: g.node.Members(), Resources: g.node.Resources(), Held: g.node.Held(), Stats: st,
 			LeaseTimeout: time.Duration(p.LeaseTicks) * g.cfg.Tick, LeaseMargin: time.Duration(p.LeaseMarginTicks) * g.cfg.Tick,
-			LeaseLeft: left, Epoch: g.node.Epoch(), Backup: g.node.Backup(), Authority: g.node.HasAuthority(),
+			Tick: g.cfg.Tick, LeaseLeft: left, Epoch: g.node.Epoch(), Backup: g.node.Backup(), Authority: g.node.HasAuthority(),
 			Quorum: g.node.Quorum(), SinceHeard: time.Duration(since) * g.cfg.Tick, HeardFrom: from,
 			Claiming: claim, Frozen: g.node.Frozen(), Digest: g.node.Digest(),
 		}

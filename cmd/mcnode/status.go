@@ -33,6 +33,7 @@ type statusView struct {
 	Coterie  string   `json:"coterie,omitempty"`
 	Quorum   []uint64 `json:"quorum,omitempty"`
 	Margin   int64    `json:"lease_margin_ms,omitempty"`
+	Lease    int64    `json:"lease_ms,omitempty"`
 	Self     uint64   `json:"self"`
 	Addr     string   `json:"addr"`
 	T        uint64   `json:"t"`
@@ -103,6 +104,10 @@ type memberView struct {
 	// Link (quorum mode): "up" or "down", this node's TCP link to the
 	// member; "" for this node itself, and in multicast mode.
 	Link string `json:"link,omitempty"`
+	// SilentMs (multicast mode): how long the group has not heard the
+	// member, as of the last SYNC (on the server: now); it is removed,
+	// and what it holds reclaimed, once that passes the lease and margin.
+	SilentMs float64 `json:"silent_ms,omitempty"`
 }
 
 type resourceView struct {
@@ -117,14 +122,15 @@ type resourceView struct {
 
 func viewStatus(st group.Status) *statusView {
 	v := &statusView{Group: st.Group, Self: uint64(st.Self), Addr: st.Addr, T: st.T, Server: uint64(st.Server),
-		Margin: st.LeaseMargin.Milliseconds(),
-		Sent:   map[string]int64{}, Received: st.Stats.Received, Filtered: st.Stats.Filtered,
+		Margin: st.LeaseMargin.Milliseconds(), Lease: st.LeaseTimeout.Milliseconds(),
+		Sent: map[string]int64{}, Received: st.Stats.Received, Filtered: st.Stats.Filtered,
 		Drops: st.Stats.Drops,
 		Epoch: st.Epoch, Backup: uint64(st.Backup), QuorumHeld: st.Quorum.Held, QuorumText: st.Quorum.String(),
 		Authority: st.Authority, SinceHeard: ms(st.SinceHeard), HeardFrom: uint64(st.HeardFrom),
 		Claiming: st.Claiming, Frozen: st.Frozen, LeaseLeft: ms(st.LeaseLeft)}
 	for _, m := range st.Members {
-		v.Members = append(v.Members, memberView{ID: uint64(m.ID), Addr: m.Addr, Observer: m.Observer})
+		silent := time.Duration(max(m.Silence, m.Unheard)) * st.Tick
+		v.Members = append(v.Members, memberView{ID: uint64(m.ID), Addr: m.Addr, Observer: m.Observer, SilentMs: ms(silent)})
 	}
 	for _, r := range st.Resources {
 		rv := resourceView{Name: r.Name, Holder: uint64(r.Holder), Token: r.Token}
@@ -435,6 +441,9 @@ func printStatus(w io.Writer, v *statusView) {
 		}
 		if m.Link != "" {
 			notes = append(notes, "link "+m.Link)
+		}
+		if m.SilentMs > 0 {
+			notes = append(notes, fmt.Sprintf("not heard for %v (removed past %v)", time.Duration(m.SilentMs*float64(time.Millisecond)).Round(10*time.Millisecond), time.Duration(v.Lease+v.Margin)*time.Millisecond))
 		}
 		fmt.Fprintf(tw, "  node %d\t%s\t%s\n", m.ID, shown(m.Addr), strings.Join(notes, ", "))
 	}
