@@ -420,7 +420,11 @@ func printStatus(w io.Writer, v *statusView) {
 		if v.Coterie != "" {
 			algo += " with the " + v.Coterie + " coterie"
 		}
-		fmt.Fprintf(w, "group %s  quorum mode: %s  (this node: %d at %s, quorum %v)\n", shown(v.Group), algo, v.Self, shown(v.Addr), v.Quorum)
+		quorum := "" // Ricart-Agrawala and the central server have none
+		if len(v.Quorum) > 0 {
+			quorum = fmt.Sprintf(", quorum %v", v.Quorum)
+		}
+		fmt.Fprintf(w, "group %s  quorum mode: %s  (this node: %d at %s%s)\n", shown(v.Group), algo, v.Self, shown(v.Addr), quorum)
 		fmt.Fprintln(w, v.QuorumText)
 	} else {
 		fmt.Fprintf(w, "group %s  T=%d  epoch %d  server: node %d  (this node: %d at %s)\n", shown(v.Group), v.T, v.Epoch, v.Server, v.Self, shown(v.Addr))

@@ -180,6 +180,12 @@ func TestQuorumStatusView(t *testing.T) {
 	if want := fmt.Sprintf("held by node 0  token %d", l.Token()); !strings.Contains(out.String(), want) {
 		t.Errorf("quorum-mode status output lacks %q:\n%s", want, out.String())
 	}
+	v.Protocol, v.Coterie, v.Quorum = "central", "", nil
+	out.Reset()
+	printStatus(&out, v)
+	if strings.Contains(out.String(), "quorum [") || !strings.Contains(out.String(), "quorum mode: central  (this node: 0 at ") {
+		t.Errorf("a protocol without a quorum shows one:\n%s", out.String())
+	}
 	if strings.Contains(v.QuorumText, "broke") {
 		t.Errorf("quorum line %q tells of broken links where none broke", v.QuorumText)
 	}
