@@ -724,6 +724,41 @@ func TestE2ELockersDieTogetherWithTheServer(t *testing.T) {
 	c.waitStatus(other, "the two daemons left, with a quorum", func(v *statusView) bool { return len(v.Members) == 2 && v.QuorumHeld })
 }
 
+// TestE2EQuorumSizeStoppedTogether: --quorum-size daemons still finding
+// their peers, stopped together by SIGTERM (a host's shutdown, systemd
+// stopping a group), exit promptly: each waited for ever for the group to
+// record its leave, which the other, leaving too, never did, and ignored
+// every later signal (black-box round).
+func TestE2EQuorumSizeStoppedTogether(t *testing.T) {
+	const hosts = 2
+	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
+	c.env = func(int) []string {
+		return []string{"MCNODE_MODE=quorum", "MCNODE_ALGO=maekawa", "MCNODE_QUORUM_SIZE=3"}
+	}
+	for i := range hosts {
+		c.startDaemon(i)
+		c.waitLog(i, "waiting for the multicast group")
+	}
+	exited := make(chan error, hosts)
+	for i := range hosts {
+		if err := c.daemons[i].Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		go func() { exited <- c.daemons[i].Wait() }()
+	}
+	deadline := time.After(leaveTimeout + 5*time.Second)
+	for range hosts {
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("a daemon stopped by SIGTERM while finding its peers: %v, want status 0", err)
+			}
+		case <-deadline:
+			t.Fatalf("the daemons, stopped together while finding their peers, still run %v after SIGTERM", leaveTimeout+5*time.Second)
+		}
+	}
+}
+
 // TestE2EQuorumSizeNodeComesBack: a --quorum-size daemon killed and started
 // again takes its old place among the peers (the list the running nodes
 // publish), where the membership gave it another address, and even a live

@@ -528,6 +528,17 @@ func leaveDiscovery(l locker, log zerolog.Logger) {
 	}
 }
 
+// leaveBounded leaves the group peersFromGroup joined, waiting for the
+// group's word at most leaveTimeout: members stopped together (a host's
+// shutdown, systemd stopping them all) each waited for ever for a leave
+// that the others, leaving too, did not record, and ignored every signal
+// meanwhile (black-box round).
+func leaveBounded(g *group.Group) {
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	_ = g.Leave(ctx)
+}
+
 // closeNode closes a quorum-mode daemon's node alone, keeping the multicast
 // group it found its peers in (a node declared failed starts anew as the
 // same node of the group).
@@ -723,7 +734,7 @@ func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, j 
 		}
 		st, err := g.Status()
 		if err != nil {
-			_ = g.Leave(ctx)
+			leaveBounded(g)
 			return nil, err
 		}
 		if j != nil {
@@ -744,7 +755,7 @@ func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, j 
 				}
 			}
 			if cfg.Self < 0 {
-				_ = g.Leave(ctx)
+				leaveBounded(g)
 				return nil, fmt.Errorf("the multicast group already has %s before this one (--quorum-size %d): this node is not one of the quorum mode's nodes", plural(len(st.Members)-1, "member"), want)
 			}
 			log.Info().Strs("peers", cfg.Peers).Int("node_id", cfg.Self).Msg("peers taken from the multicast group")
@@ -752,7 +763,7 @@ func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, j 
 		}
 		select {
 		case <-ctx.Done():
-			_ = g.Leave(context.Background())
+			leaveBounded(g)
 			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
