@@ -384,6 +384,70 @@ func newQuorumCluster(t *testing.T, hosts int, algo, coterie string) *cluster {
 	return c
 }
 
+// TestE2EQuorumDifferentPeerListsStop: daemons given different peer lists
+// (hosts 0 and 1 the first three hosts, the others all five), each side
+// with majority quorums of its own. Before, each side put the other's nodes
+// down for their refused links and granted through substitute quorums: two
+// holders in 14 of 20 entries (black-box round). Now a daemon that meets the
+// other setup on a link exits with status 1 and says so, and no two
+// daemons of different setups run on together: the ones left (a node that
+// only strangers' hellos reached, the others having stopped first) are of
+// one setup.
+func TestE2EQuorumDifferentPeerListsStop(t *testing.T) {
+	const hosts = 5
+	c := &cluster{t: t, lan: netns.NewLAN(t, hosts), dir: t.TempDir(), daemons: make([]*exec.Cmd, hosts)}
+	var peers []string
+	for _, h := range c.lan.Hosts {
+		peers = append(peers, h.IP+":7950")
+	}
+	short := func(i int) bool { return i < 2 }
+	c.env = func(i int) []string {
+		list := peers
+		if short(i) {
+			list = peers[:3]
+		}
+		return []string{"MCNODE_MODE=quorum", "MCNODE_ALGO=maekawa", "MCNODE_COTERIE=majority",
+			"MCNODE_PEERS=" + strings.Join(list, ","), fmt.Sprintf("MCNODE_NODE_ID=%d", i)}
+	}
+	var mu sync.Mutex
+	stopped := map[int]bool{}
+	for i := range hosts {
+		c.startDaemon(i)
+		go func() {
+			err := c.daemons[i].Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				return // killed at the end
+			}
+			mu.Lock()
+			stopped[i] = true
+			mu.Unlock()
+		}()
+	}
+	// The detection time (1 s) and a lease (1.5 s) with room to spare.
+	time.Sleep(8 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	sides := map[bool]int{}
+	for i := range hosts {
+		if !stopped[i] {
+			sides[short(i)]++
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("daemon%d.log", i)))
+		if !bytes.Contains(b, []byte("another setup")) {
+			t.Errorf("host %d's daemon exited without saying it met another setup:\n%s", i, b)
+		}
+	}
+	if len(sides) > 1 {
+		t.Fatalf("daemons of both peer lists still run: %d of the short list's, %d of the long one's (stopped: %v)", sides[true], sides[false], stopped)
+	}
+	if len(stopped) == 0 {
+		t.Fatal("no daemon stopped")
+	}
+	t.Logf("stopped: %v", stopped)
+}
+
 // counterUnderLock has every host increment a shared counter file under
 // the lock "counter" (the last host lastN times, the others perHost) and
 // checks that nothing was lost, no two critical sections overlapped and the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -87,6 +88,11 @@ func (r *restartingNode) restarts() {
 		case <-r.done:
 			return // closed by Leave or Close, not declared failed
 		default:
+		}
+		if cause := n.StopCause(); errors.Is(cause, node.ErrMisconfigured) {
+			// Started anew it would meet the same peers.
+			r.log.Error().Err(cause).Msg("this player's node stopped: a peer runs another setup; give every player the same flags")
+			return
 		}
 		r.log.Warn().Msg("this player's node stopped: its peers declared it failed (they did not hear it: stopped, or cut off); starting it anew")
 		_ = cur.Close() // waits for the first Close: its port is then free

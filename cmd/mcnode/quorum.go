@@ -248,6 +248,19 @@ func (d daemonNode) stopped() <-chan struct{} {
 	return nil
 }
 
+// misconfiguredStop returns why a quorum-mode node stopped by itself if
+// it was for a peer with another setup (node.ErrMisconfigured), else nil.
+func misconfiguredStop(l locker) error {
+	if d, ok := l.(daemonNode); ok {
+		if n, ok := mcnode.Unwrap(d.Locker).(*node.Node); ok {
+			if cause := n.StopCause(); errors.Is(cause, node.ErrMisconfigured) {
+				return cause
+			}
+		}
+	}
+	return nil
+}
+
 func (d daemonNode) acquire(ctx context.Context, name string, try bool) (mcnode.Lease, error) {
 	if try {
 		return d.TryAcquire(ctx, name)

@@ -119,10 +119,17 @@ func runCommand() *cli.Command {
 				select {
 				case <-ctx.Done():
 				case <-stoppedOf(g):
+					j.ready.Store(nil)
+					if cause := misconfiguredStop(g); cause != nil {
+						// Started anew it would find the same peers:
+						// an operator must give them one setup.
+						closeNode(g)
+						leaveDiscovery(g, log)
+						return &exitError{code: 1, err: cause}
+					}
 					// Quorum mode: the peers declared this node failed (it
 					// lost its locks): it comes back as a new incarnation.
 					log.Error().Msg("the node stopped: its peers declared it failed; starting it anew, as a new incarnation")
-					j.ready.Store(nil)
 					closeNode(g)
 					old := g
 					if g, err = start(ctx, j); err != nil {

@@ -45,6 +45,15 @@ import (
 // Config.Detect): it lost its locks and closed; start it anew to rejoin.
 var ErrFailed = errors.New("node: declared failed by its peers (they did not hear it): its locks are lost; it comes back as a new incarnation")
 
+// ErrMisconfigured: a peer runs another setup than this node's (group,
+// protocol, coterie, size or peer list), or a node index out of this
+// node's range or its own: a hello was refused, by one or the other
+// (qnet.Mesh.Misconfigured). Nodes given different setups build quorums
+// that need not intersect, and would each grant the same lock, so the node
+// loses its locks and stops rather than take part; it is not started
+// again until every node is given the same setup.
+var ErrMisconfigured = errors.New("node: a peer runs another setup (every node must be given the same group, protocol, coterie, size and peer list, in the same order, and an index of its own): this node stopped rather than risk two holders of a lock")
+
 // errQuorumSilent is why a lease is lost to the failure handling.
 var errQuorumSilent = errors.New("a member of the lock's quorum has not heard this node for the lease, and may give its part of the lock to another")
 
@@ -347,18 +356,22 @@ func (n *Node) onFailure(from int, m q.Message) {
 }
 
 // declaredFailed loses every lock, fails every waiter and closes the node.
-func (n *Node) declaredFailed() {
+func (n *Node) declaredFailed() { n.stopWith(ErrFailed) }
+
+// stopWith loses every lock and fails every waiter with err, and closes
+// the node, which acts on nothing more meanwhile (receiveAdmitted).
+func (n *Node) stopWith(err error) {
 	if n.failedErr != nil {
 		return
 	}
-	n.failedErr = ErrFailed
+	n.failedErr = err
 	for _, r := range n.res {
 		r.pending = nil // never handed out now
 		if r.lease != nil {
-			r.lease.lose(ErrFailed)
+			r.lease.lose(err)
 		}
 		for _, w := range r.waiters {
-			w.ch <- result{err: ErrFailed}
+			w.ch <- result{err: err}
 		}
 		r.waiters = nil
 	}

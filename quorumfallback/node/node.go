@@ -199,7 +199,8 @@ type Node struct {
 	tr      qnet.Transport
 	keys    keyRing
 	fo      *failover // failure handling, nil when off
-	// failedErr is ErrFailed once peers declared this node failed.
+	// failedErr is why the node stopped by itself: ErrFailed once peers
+	// declared it failed, or an error wrapping ErrMisconfigured.
 	failedErr error
 
 	calls  chan func()
@@ -358,8 +359,28 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	return nil
 }
 
+// misconfiguration is a transport that tells of peers with another setup
+// (qnet.Mesh).
+type misconfiguration interface {
+	Misconfigured() <-chan struct{}
+	MisconfiguredWhy() string
+}
+
 // Done returns a channel that is closed when the node has stopped.
 func (n *Node) Done() <-chan struct{} { return n.exited }
+
+// StopCause says why the node stopped by itself, once Done is closed:
+// ErrFailed (its peers declared it failed: start it anew), or an error
+// wrapping ErrMisconfigured (do not, until every node has the same
+// setup). Nil while the node runs, or if Close or Leave stopped it.
+func (n *Node) StopCause() error {
+	select {
+	case <-n.exited:
+		return n.failedErr // written by the loop before it closed exited
+	default:
+		return nil
+	}
+}
 
 // Leave is the polite way out: it releases every lock this node holds, so
 // that its quorums hand them on at once (their leases end, Lost closed,
@@ -500,10 +521,20 @@ func (n *Node) loop() {
 	} else if a, ok := n.tr.(admission); ok {
 		admitted, _ = a.Admission()
 	}
+	var misconfigured <-chan struct{}
+	mc, _ := n.tr.(misconfiguration)
+	if mc != nil {
+		misconfigured = mc.Misconfigured()
+	}
 	for {
 		select {
 		case f := <-n.calls:
 			f()
+		case <-misconfigured:
+			misconfigured = nil
+			why := mc.MisconfiguredWhy()
+			n.log.Error().Str("seen", why).Msg("a peer runs another setup (group, protocol, coterie, size or peer list): this node loses its locks and stops rather than risk two holders; give every node the same setup")
+			n.stopWith(fmt.Errorf("%w: %s", ErrMisconfigured, why))
 		case <-tick:
 			n.checkFailures()
 		case <-failed:

@@ -314,6 +314,12 @@ type Mesh struct {
 	refusedRestart atomic.Bool
 
 	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted, unauthenticated, crowded atomic.Uint64
+	// misconfigured is closed at the first hello refused, either way, for
+	// another setup or a node index the other side cannot have
+	// (Misconfigured); misconfiguredWhy says which.
+	misconfigured    chan struct{}
+	misconfiguredOne sync.Once
+	misconfiguredWhy atomic.Pointer[string]
 	// news keeps the warnings about strangers and bad frames few.
 	news news
 
@@ -384,6 +390,8 @@ func Listen(cfg Config) (*Mesh, error) {
 		admitted: make(chan struct{}),
 		changed:  make(chan struct{}),
 		incoming: make([]*inConn, n),
+
+		misconfigured: make(chan struct{}),
 
 		incarnations: make([]uint64, n),
 		refusing:     make([]bool, n),
@@ -946,8 +954,10 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 		}
 		return m.writeTo(p, acc)
 	case helloWrongSetup:
+		m.misconfiguredBy(fmt.Sprintf("node %d at %s refused this node's hello: it runs another setup", p.id, p.addr))
 		return &refusedError{p.id, p.addr, "different setup", false}
 	case helloWrongSender:
+		m.misconfiguredBy(fmt.Sprintf("node %d at %s refused this node's hello: this node's index, %d, is out of its range or its own", p.id, p.addr, m.cfg.Self))
 		return &refusedError{p.id, p.addr, fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self), false}
 	case helloFailed:
 		if m.refusedToo(p.id) && !m.isolated() {
@@ -1147,11 +1157,13 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader, quiet func() bool) (from in
 		m.foreignHello.Add(1)
 		m.log.Warn().Str("remote", remote).Uint64("node", idx).Int("n", m.n).
 			Msg("qnet: refused a hello from a node index out of range or this node's own (different peer list?)")
+		m.misconfiguredFrom(c, fmt.Sprintf("a node at %s said hello as node %d, out of this node's range of %d or its own index", remote, idx, m.n))
 	case string(hello) != m.cfg.Hello:
 		answer = helloWrongSetup
 		m.foreignHello.Add(1)
 		m.log.Warn().Str("remote", remote).Uint64("node", idx).Str("theirs", string(hello)).Str("ours", m.cfg.Hello).
 			Msg("qnet: refused a hello: different setup (group, protocol, coterie, size or peer list: every node must be given the same, peers in the same order)")
+		m.misconfiguredFrom(c, fmt.Sprintf("node %d at %s said hello with another setup: %q, where this node's is %q", idx, remote, hello, m.cfg.Hello))
 	case m.cfg.Heartbeat > 0 && m.live.refused(int(idx), inc):
 		answer = helloFailed
 		m.restarted.Add(1)
@@ -1291,6 +1303,42 @@ func (m *Mesh) sameIncarnation(node int, inc uint64) bool {
 		m.changed = make(chan struct{})
 	}
 	return same
+}
+
+// Misconfigured returns a channel closed once a hello was refused, by this
+// node or by a peer, for another setup (group, protocol, coterie, size or
+// peer list) or a node index the other side cannot have: nodes given
+// different setups build quorums that need not intersect, and each side
+// would grant the same lock (black-box round: two holders in 14 of 20
+// entries with two --quorum-size values). The node stops on it
+// (node.ErrMisconfigured); MisconfiguredWhy says what was seen.
+func (m *Mesh) Misconfigured() <-chan struct{} { return m.misconfigured }
+
+// MisconfiguredWhy describes the first refused hello that closed
+// Misconfigured, or is "".
+func (m *Mesh) MisconfiguredWhy() string {
+	if why := m.misconfiguredWhy.Load(); why != nil {
+		return *why
+	}
+	return ""
+}
+
+// misconfiguredFrom is misconfiguredBy for a hello this node refused,
+// counted only from a peer's host: from anywhere else it is a stranger's,
+// dropped and counted (ForeignHello), and one forged connection must not
+// stop the node. A misconfigured node is on a peer's host, for it dials
+// the peers its own list names, and these answer it (misconfiguredBy).
+func (m *Mesh) misconfiguredFrom(c net.Conn, why string) {
+	if m.arrivals.poolOf(c.RemoteAddr()) == fromPeerHost {
+		m.misconfiguredBy(why)
+	}
+}
+
+func (m *Mesh) misconfiguredBy(why string) {
+	m.misconfiguredOne.Do(func() {
+		m.misconfiguredWhy.Store(&why)
+		close(m.misconfigured)
+	})
 }
 
 // Refusing reports whether this node refuses node i for good, as one that

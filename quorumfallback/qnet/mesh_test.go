@@ -231,6 +231,11 @@ func TestHelloMismatch(t *testing.T) {
 		if s.Queued != 1 || sum(s.SentFrames) != 0 || sum(s.RecvFrames) != 0 {
 			t.Errorf("node %d: %+v", i, s)
 		}
+		select {
+		case <-m.Misconfigured():
+		default:
+			t.Errorf("node %d, refused for another setup, is not marked misconfigured", i)
+		}
 		log := logs[i].String()
 		refused := fmt.Sprintf("peer %d at %s refused: different setup", 1-i, addrs[1-i])
 		if !strings.Contains(log, refused) || !strings.Contains(log, "refused a hello: different setup") {
@@ -243,7 +248,17 @@ func TestHelloMismatch(t *testing.T) {
 // connection and the answer.
 func rawHello(t *testing.T, addr string, idx uint64, hello string) (net.Conn, byte) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	return rawHelloFrom(t, "", addr, idx, hello)
+}
+
+// rawHelloFrom is rawHello from the local IP from ("": any).
+func rawHelloFrom(t *testing.T, from, addr string, idx uint64, hello string) (net.Conn, byte) {
+	t.Helper()
+	d := net.Dialer{}
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +278,41 @@ func rawHello(t *testing.T, addr string, idx uint64, hello string) (net.Conn, by
 	}
 	c.SetReadDeadline(time.Time{})
 	return c, a[0]
+}
+
+// A hello with another setup or an impossible index marks the mesh
+// misconfigured (the node stops on it) when it comes from a peer's host,
+// and when a peer refuses this node's; from any other host it is a
+// stranger's, dropped and counted, and stops nothing: one forged
+// connection must not stop a group.
+func TestMisconfiguredOnlyByPeersHosts(t *testing.T) {
+	ls, addrs := listeners(t, 2)
+	m := start(t, 0, addrs, ls[0], testLogger(t))
+	eventually(t, "the peers' hosts learnt", func() bool { return m.arrivals.hosts.Load() != nil })
+	for _, idx := range []uint64{0, 5} {
+		if _, a := rawHelloFrom(t, "127.0.0.2", addrs[0], idx, testHello); a != helloWrongSender {
+			t.Fatalf("hello as node %d answered %d", idx, a)
+		}
+	}
+	if _, a := rawHelloFrom(t, "127.0.0.2", addrs[0], 1, testHello+"x"); a != helloWrongSetup {
+		t.Fatalf("hello with another setup answered %d", a)
+	}
+	select {
+	case <-m.Misconfigured():
+		t.Fatalf("a stranger's hellos marked the mesh misconfigured: %s", m.MisconfiguredWhy())
+	default:
+	}
+	if _, a := rawHelloFrom(t, "127.0.0.1", addrs[0], 1, testHello+"x"); a != helloWrongSetup {
+		t.Fatalf("hello with another setup answered %d", a)
+	}
+	select {
+	case <-m.Misconfigured():
+	case <-time.After(time.Second):
+		t.Fatal("a peer's host's hello with another setup did not mark the mesh misconfigured")
+	}
+	if why := m.MisconfiguredWhy(); !strings.Contains(why, "another setup") || !strings.Contains(why, testHello+"x") {
+		t.Errorf("MisconfiguredWhy = %q, want the setup it saw", why)
+	}
 }
 
 func TestBadInput(t *testing.T) {
