@@ -295,7 +295,15 @@ func (d daemonNode) status() (*statusView, error) {
 		}
 		return viewStatus(st), nil
 	case *node.Node:
-		return quorumStatus(d.Locker, rt)
+		v, err := quorumStatus(d.Locker, rt)
+		if err == nil && d.via != nil {
+			// Two runs of the group the peers were found in (a split while
+			// they were found) each fixed peers of their own.
+			if gs, err := d.via.Status(); err == nil {
+				v.OtherRun = gs.Stats.OtherInstance
+			}
+		}
+		return v, err
 	}
 	return nil, fmt.Errorf("a node of neither mode: %T", d.Locker)
 }
@@ -754,6 +762,11 @@ func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, j 
 			phase := fmt.Sprintf("a member of the multicast group, finding the quorum mode's %d nodes in it: %s so far", want, plural(len(st.Members), "member"))
 			if !st.Quorum.Held {
 				phase += "; " + st.Quorum.String()
+			}
+			if st.Stats.OtherInstance > 0 {
+				// A split while the nodes were found: each side's nodes
+				// wait in a run of their own, for good.
+				phase += "; " + otherRunWarning(st.Stats.OtherInstance)
 			}
 			j.phase.Store(&phase)
 		}

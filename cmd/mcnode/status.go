@@ -67,6 +67,10 @@ type statusView struct {
 	// Drops counts what this node dropped by reason: hostile, garbled,
 	// stale or foreign input (see group.Stats.Drops).
 	Drops map[string]uint64 `json:"drops,omitempty"`
+	// OtherRun counts the datagrams heard from a separately founded run of
+	// this group (in quorum mode, of the group the peers were found in):
+	// its locks are not exclusive with this one's.
+	OtherRun uint64 `json:"other_run_datagrams,omitempty"`
 	// Joining, set while the daemon is not a member yet (multicast mode),
 	// says what it waits for, and JoiningFor since when; Error is the
 	// daemon's answer then ("not a member of the group yet: ..."). Such a
@@ -124,7 +128,7 @@ func viewStatus(st group.Status) *statusView {
 	v := &statusView{Group: st.Group, Self: uint64(st.Self), Addr: st.Addr, T: st.T, Server: uint64(st.Server),
 		Margin: st.LeaseMargin.Milliseconds(), Lease: st.LeaseTimeout.Milliseconds(),
 		Sent: map[string]int64{}, Received: st.Stats.Received, Filtered: st.Stats.Filtered,
-		Drops: st.Stats.Drops,
+		Drops: st.Stats.Drops, OtherRun: st.Stats.OtherInstance,
 		Epoch: st.Epoch, Backup: uint64(st.Backup), QuorumHeld: st.Quorum.Held, QuorumText: st.Quorum.String(),
 		Authority: st.Authority, SinceHeard: ms(st.SinceHeard), HeardFrom: uint64(st.HeardFrom),
 		Claiming: st.Claiming, Frozen: st.Frozen, LeaseLeft: ms(st.LeaseLeft)}
@@ -430,6 +434,9 @@ func printStatus(w io.Writer, v *statusView) {
 		fmt.Fprintf(w, "group %s  T=%d  epoch %d  server: node %d  (this node: %d at %s)\n", shown(v.Group), v.T, v.Epoch, v.Server, v.Self, shown(v.Addr))
 		printFailover(w, v)
 	}
+	if v.OtherRun > 0 {
+		fmt.Fprintln(w, otherRunWarning(v.OtherRun))
+	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "\nmembers (%d):\n", len(v.Members))
 	for _, m := range v.Members {
@@ -482,6 +489,13 @@ var joinDropHints = map[string]string{
 	group.DropUnknownKey: "the group's datagrams come sealed with a key this node does not hold: its key file is not the group's, or predates the group's last key change (the log names the key; or someone forges them)",
 	group.DropNeedsKey:   "the group's datagrams come sealed, and this node has no key: start it with the group's --keyfile",
 	group.DropUnsealed:   "the group's datagrams come unsealed, and this node has a key: the group runs without one, or a host without the key joins it",
+}
+
+// otherRunWarning is status's line for a separately founded run of the
+// group heard on the network.
+func otherRunWarning(datagrams uint64) string {
+	return fmt.Sprintf("WARNING: another run of this group, founded separately, is on the network (%s from it): its locks are NOT exclusive with this one's; stop one run's nodes and start them again so that they join the other",
+		plural(int(datagrams), "datagram"))
 }
 
 // printJoining prints the status of a daemon that is not a member yet.

@@ -304,6 +304,30 @@ func TestStatusShowsObservers(t *testing.T) {
 	}
 }
 
+// A separately founded run of the group heard on the network is a warning
+// of its own in status (it was only in the log), in either mode.
+func TestStatusWarnsOfAnotherRun(t *testing.T) {
+	st := group.Status{Group: "g", Self: 1, Server: 1, Members: []group.Member{{ID: 1, Addr: "10.0.0.1:1"}}}
+	st.Stats.OtherInstance = 3
+	for _, v := range []*statusView{viewStatus(st), {Group: "g", Mode: modeQuorum, Protocol: "maekawa", OtherRun: 3}} {
+		var out bytes.Buffer
+		printStatus(&out, v)
+		if !strings.Contains(out.String(), "WARNING: another run of this group, founded separately, is on the network (3 datagrams from it): its locks are NOT exclusive") {
+			t.Errorf("no warning of another run:\n%s", out.String())
+		}
+	}
+	b, err := json.Marshal(viewStatus(st))
+	if err != nil || !strings.Contains(string(b), `"other_run_datagrams":3`) {
+		t.Errorf("--json: %v %s", err, b)
+	}
+	st.Stats.OtherInstance = 0
+	var out bytes.Buffer
+	printStatus(&out, viewStatus(st))
+	if strings.Contains(out.String(), "another run") {
+		t.Errorf("a warning of another run where none was heard:\n%s", out.String())
+	}
+}
+
 // A member the group has not heard for a while is marked with how long, and
 // when it will be removed; the others are not.
 func TestStatusShowsSilentMembers(t *testing.T) {
