@@ -517,7 +517,7 @@ func prepareNode(c *cli.Context, log zerolog.Logger) (start func(context.Context
 		last = &d
 		recordMode(f, modeQuorum, log)
 		return d, nil
-	}, "starting the quorum node", release, nil
+	}, "its quorum node is not serving yet", release, nil
 }
 
 // liveKeys are the keys d's node holds, or, if it holds none (it cannot
@@ -748,7 +748,7 @@ func peersFromGroup(ctx context.Context, gcfg group.Config, cfg *node.Config, j 
 			if peers, self, l, ok := placeInRoster(u.Data, want, g, log); ok {
 				copy(cfg.Peers, peers)
 				cfg.Self, cfg.Listener = self, l
-				log.Info().Strs("peers", cfg.Peers).Int("node_id", cfg.Self).Msg("peers taken from the running nodes' list: this node takes its place again")
+				log.Info().Strs("peers", cfg.Peers).Int("node_id", cfg.Self).Msg("peers taken from the list the running nodes publish, this node's place in it included")
 				return g, nil
 			}
 		default:
