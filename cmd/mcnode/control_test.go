@@ -296,6 +296,18 @@ func TestNonblockWithoutQuorumIsBounded(t *testing.T) {
 	}
 }
 
+// A lock that waits for a reason other than its holders (here no majority)
+// says why once, stillWaitingAfter into the wait, without --timeout as with
+// it: it waited silently for as long as that lasted (black-box round).
+func TestLockSaysWhyItStillWaits(t *testing.T) {
+	path := serveFake(t, &fakeLocker{noQuorum: true})
+	out, code := mcnodeLocalIn("", nil, "lock", "--socket", path, "--timeout", (stillWaitingAfter + 2*time.Second).String(), "x", "--", "true")
+	note := fmt.Sprintf("mcnode lock: still waiting for lock \"x\" after %v: no quorum: 1 of 2 members reachable", stillWaitingAfter)
+	if code != exitNotAcquired || strings.Count(out, note) != 1 || !strings.Contains(out, "timed out after") {
+		t.Fatalf("status %d, output:\n%s\nwant status %d, the note %q once, and the timeout", code, out, exitNotAcquired, note)
+	}
+}
+
 // TestLockWaitsForTheDaemonToJoin: a lock asked for while the daemon is
 // still joining waits until it is a member (it failed at once with exit 1,
 // though the default is to wait); --nonblock and status are answered at

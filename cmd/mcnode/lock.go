@@ -146,7 +146,9 @@ func lockAction(c *cli.Context) error {
 		actx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
+	waited := stillWaitingNote(c, name)
 	h, err := acquireLock(c, actx, name, log)
+	waited()
 	var ee *exitError
 	switch {
 	case err == nil:
@@ -330,11 +332,44 @@ func whyWaited(c *cli.Context, err error) string {
 	if rerr == nil && !r.OK && r.Error != "" {
 		return ": " + r.Error // not a member yet, and why
 	}
-	if rerr != nil || r.Status == nil || r.Status.Mode == modeQuorum || r.Status.QuorumHeld {
-		return ""
+	if rerr != nil || r.Status == nil || r.Status.QuorumHeld {
+		return "" // held by others, most likely
 	}
+	// Either mode: in quorum mode, the links down (it said nothing).
 	return ": " + r.Status.QuorumText
 }
+
+// stillWaitingNote says once on stderr, stillWaitingAfter into a wait,
+// why the lock is not granted if the daemon knows a reason other than its
+// holders (not a member yet, no majority, links down): a lock without
+// --timeout waited silently for as long as that lasted (black-box round).
+// It returns the function that ends the wait.
+func stillWaitingNote(c *cli.Context, name string) (done func()) {
+	end := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-end:
+			return
+		case <-time.After(stillWaitingAfter):
+		}
+		if why := whyWaited(c, nil); why != "" {
+			select {
+			case <-end: // granted meanwhile: nothing to say
+			default:
+				fmt.Fprintf(c.App.ErrWriter, "mcnode lock: still waiting for lock %q after %v%s\n", name, stillWaitingAfter, why)
+			}
+		}
+	}()
+	return func() {
+		close(end)
+		<-finished // the note is never written after the wait
+	}
+}
+
+// stillWaitingAfter is when stillWaitingNote speaks.
+const stillWaitingAfter = 5 * time.Second
 
 // whyTimeout bounds the question whyWaited asks the daemon once a lock's
 // --timeout has run out: how much later than that mcnode lock may give up.
