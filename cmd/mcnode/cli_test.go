@@ -50,14 +50,20 @@ func TestQuorumNodeLeavesMulticastVariablesUnused(t *testing.T) {
 }
 
 // A command line refused for want of --interface leaves no state
-// directory behind (status, lock and run once made it first).
+// directory behind (status, lock and run once made it first). Without a
+// daemon to ask, that is status's no group (1) and lock's (4), and a usage
+// error for run.
 func TestUsageErrorMakesNoStateDir(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	env := []string{"XDG_STATE_HOME=" + state, "XDG_RUNTIME_DIR=" + t.TempDir()}
-	for _, args := range [][]string{{"status"}, {"lock", "x", "--", "true"}, {"run"}} {
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{{[]string{"status"}, 1}, {[]string{"lock", "x", "--", "true"}, exitNoGroup}, {[]string{"run"}, exitUsage}} {
+		args := tc.args
 		out, code := mcnodeLocalIn("", env, args...)
-		if code != exitUsage || !strings.Contains(out, "no --interface") {
-			t.Errorf("mcnode %s: status %d, output %q; want status 2 for want of --interface", strings.Join(args, " "), code, out)
+		if code != tc.code || !strings.Contains(out, "no --interface") {
+			t.Errorf("mcnode %s: status %d, output %q; want status %d for want of --interface", strings.Join(args, " "), code, out, tc.code)
 		}
 		if _, err := os.Stat(state); err == nil {
 			t.Fatalf("mcnode %s made the state directory %s, and was refused", strings.Join(args, " "), state)
@@ -77,6 +83,42 @@ func TestLockNoGroupStatus(t *testing.T) {
 	out, code = mcnodeLocalIn("", env, "status", "--mode", "quorum")
 	if code != 1 || !strings.Contains(out, "no daemon serves") {
 		t.Errorf("mcnode status in quorum mode without a daemon: status %d, %q; want 1", code, out)
+	}
+}
+
+// No daemon at the control socket (the group's, or --socket's) and no
+// --interface to join the group without one is no group to ask, as the
+// README has it: status 4 for mcnode lock, 1 for mcnode status, in one line
+// that says where it looked. It was a usage error (2), though nothing on
+// the command line was wrong: the daemon may just be restarting (black-box
+// round). --no-daemon without --interface, and a group whose socket no
+// daemon can listen at, are still usage errors (TestUsageErrors).
+func TestNoDaemonNoInterfaceStatus(t *testing.T) {
+	env := []string{"XDG_RUNTIME_DIR=" + t.TempDir(), "XDG_STATE_HOME=" + t.TempDir()}
+	sock := filepath.Join(t.TempDir(), "q.sock")
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		code int
+		want string
+	}{
+		{[]string{"lock", "-g", "nodaemon", "x", "--", "true"}, nil, exitNoGroup, `no daemon of group "nodaemon" at `},
+		{[]string{"status", "-g", "nodaemon"}, nil, 1, `no daemon of group "nodaemon" at `},
+		// A socket given names no group (a quorum daemon's of group q was
+		// once looked for as group "mcnode"'s).
+		{[]string{"lock", "--socket", sock, "x", "--", "true"}, nil, exitNoGroup, "no daemon at " + sock + ", and no --interface"},
+		{[]string{"status", "--socket", sock}, nil, 1, "no daemon at " + sock + ", and no --interface"},
+		{[]string{"lock", "-n", "x", "--", "true"}, []string{"MCNODE_SOCKET=" + sock}, exitNoGroup, "no daemon at " + sock + ", and no --interface"},
+		{[]string{"status"}, []string{"MCNODE_SOCKET=" + sock}, 1, "no daemon at " + sock + ", and no --interface"},
+		// What follows "--" is the command, "-c" too; a name of 128
+		// bytes is one: both get as far as looking for the daemon.
+		{[]string{"lock", "x", "--", "-c"}, nil, exitNoGroup, "no --interface"},
+		{[]string{"lock", strings.Repeat("n", 128), "--", "true"}, nil, exitNoGroup, "no --interface"},
+	} {
+		out, code := mcnodeLocalIn("", append(env, tc.env...), tc.args...)
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); code != tc.code || len(lines) != 1 || !strings.Contains(out, tc.want) {
+			t.Errorf("mcnode %s (%v): status %d, output %q; want status %d and one line with %q", strings.Join(tc.args, " "), tc.env, code, out, tc.code, tc.want)
+		}
 	}
 }
 
@@ -101,12 +143,6 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lock", "x", "--"}, "no COMMAND"},
 		{[]string{"lock", "--no-daemon", "x", "--", "true"}, "no --interface"},
 		{[]string{"lock", "--no-daemon", "-i", "nonexist0", "x", "--", "true"}, `--interface "nonexist0": `},
-		// Where it looked for a daemon, when it found none to ask.
-		{[]string{"lock", "-g", "nodaemon", "x", "--", "true"}, `no daemon of group "nodaemon" at `},
-		{[]string{"status", "-g", "nodaemon"}, `no daemon of group "nodaemon" at `},
-		// A socket given names no group (a quorum daemon's of group q was
-		// once looked for as group "mcnode"'s).
-		{[]string{"lock", "--socket", "/nonexistent/q.sock", "x", "--", "true"}, `no daemon at /nonexistent/q.sock, and no --interface`},
 		{[]string{"lock", "--no-daemon", "--interface", "lo", "--tick", "0s", "x", "--", "true"}, "--tick"},
 		{[]string{"lock", "--timeout", "soon", "x", "--", "true"}, "invalid value"},
 		{[]string{"status", "--log-level", "loud"}, "--log-level"},
@@ -157,12 +193,10 @@ func TestUsageErrors(t *testing.T) {
 		// once the lock was held; after "--" it is the command.
 		{[]string{"lock", "x", "--timeout", "1s", "--", "true"}, "\"--timeout\" follows the lock name \"x\": flags go before NAME"},
 		{[]string{"lock", "x", "-n", "true"}, "flags go before NAME"},
-		{[]string{"lock", "x", "--", "-c"}, "no --interface"},
 		// Lock names the group could not carry, refused before any contact.
 		{[]string{"lock", "", "--", "true"}, "lock name is empty"},
 		{[]string{"lock", strings.Repeat("n", 129), "--", "true"}, "is 129 bytes, longer than the limit of 128 bytes"},
 		{[]string{"lock", "\xff", "--", "true"}, "not valid UTF-8"},
-		{[]string{"lock", strings.Repeat("n", 128), "--", "true"}, "no --interface"},
 		// Negative durations do not mean "forever", nor a tick of 1ns work.
 		{[]string{"lock", "-w", "-5s", "x", "--", "true"}, "--timeout -5s is negative"},
 		// (No --interface: were the tick accepted, the command would stop

@@ -106,23 +106,28 @@ func stderrLogger(format string) (zerolog.Logger, bool) {
 // noDaemonNoInterface is err, groupConfig's, unless it is errNoInterface
 // for a client that found no daemon to ask: it then says where it looked,
 // since a wrong group name, another user's daemon or a daemon with its own
-// --socket is the likelier mistake than a missing --interface.
-func noDaemonNoInterface(c *cli.Context, err error) error {
+// --socket is the likelier mistake than a missing --interface. Its exit
+// status is noDaemon (lock's exitNoGroup, status's 1) where a daemon could
+// have answered and none did: nothing on the command line is wrong, and the
+// daemon may just be restarting. It is a usage error's where none could:
+// with --no-daemon, or for a group whose control socket's path no daemon
+// can listen at.
+func noDaemonNoInterface(c *cli.Context, err error, noDaemon int) error {
 	if !errors.Is(err, errNoInterface) {
 		return err
 	}
-	where := "no local daemon"
+	where, code := "no local daemon", noDaemon
 	if c.Bool("no-daemon") {
-		where = "--no-daemon"
+		where, code = "--no-daemon", exitUsage
 	} else if path, err := clientSocketPath(c); err == nil && path == "" {
-		where = fmt.Sprintf("no daemon can serve group %s (its control socket's path would be too long: mcnode run refuses it)", strconv.Quote(c.String("group")))
+		where, code = fmt.Sprintf("no daemon can serve group %s (its control socket's path would be too long: mcnode run refuses it)", strconv.Quote(c.String("group"))), exitUsage
 	} else if err == nil {
 		where = fmt.Sprintf("no daemon of group %s at %s", strconv.Quote(c.String("group")), path)
 		if c.String("socket") != "" {
 			where = "no daemon at " + path // the group's name played no part
 		}
 	}
-	return usage("%s, and no --interface to join the group on without one (or set MCNODE_INTERFACE)", where)
+	return &exitError{code: code, err: fmt.Errorf("%s, and no --interface to join the group on without one (or set MCNODE_INTERFACE)", where)}
 }
 
 // errNoInterface: the group is to be joined, and no interface is named.

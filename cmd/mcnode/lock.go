@@ -59,9 +59,10 @@ func lockCommand() *cli.Command {
 			"COMMAND itself is killed).\n\n" +
 			"Exit status: COMMAND's own; 1 if the lock was not acquired (--timeout ran out,\n" +
 			"or held elsewhere with --nonblock); 2 for usage errors; 3 if the lock was lost\n" +
-			"while COMMAND ran; 4 if there was no group to ask (no daemon and no member\n" +
-			"answered, a daemon of another group, or with --nonblock a daemon not a member\n" +
-			"of its group yet, a group without a majority or a daemon that does not answer);\n" +
+			"while COMMAND ran; 4 if there was no group to ask (no daemon, and no member\n" +
+			"answered or no --interface to ask one on; a daemon of another group; or with\n" +
+			"--nonblock a daemon not a member of its group yet, a group without a majority\n" +
+			"or a daemon that does not answer);\n" +
 			"126/127 if COMMAND cannot be run or found.\n\n" +
 			"In quorum mode (--mode quorum) the lock always goes through the local daemon\n" +
 			"and is granted in the protocol's order (request timestamps, or FIFO per arbiter\n" +
@@ -413,7 +414,7 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 	}
 	cfg, err := groupConfig(c, log)
 	if err != nil {
-		return nil, noDaemonNoInterface(c, err)
+		return nil, noDaemonNoInterface(c, err, exitNoGroup)
 	}
 	// No daemon answers (stopped, restarting, or dead). Had this host's
 	// run in quorum mode, joining the multicast group instead would take a

@@ -35,12 +35,14 @@ const (
 	exitNotAcquired = 1 // the lock was not acquired (timeout, or held with --nonblock)
 	exitUsage       = 2 // bad flags or arguments
 	exitLost        = 3 // the lock was lost while the command ran
-	// exitNoGroup: mcnode lock found no group to ask: no local daemon and no
-	// member answered, a daemon of another group, or, with --nonblock, a
-	// daemon not a member of its group yet, a group that cannot decide (no
-	// majority) or a daemon that does not answer. (Without --nonblock a lock
-	// waits for those within --timeout, and exits 1 when it runs out.) A
-	// script tells it apart from a lock held elsewhere (1).
+	// exitNoGroup: mcnode lock found no group to ask: no local daemon, and
+	// no member answered or no --interface to ask one on
+	// (noDaemonNoInterface); a daemon of another group; or, with
+	// --nonblock, a daemon not a member of its group yet, a group that
+	// cannot decide (no majority) or a daemon that does not answer.
+	// (Without --nonblock a lock waits for those within --timeout, and
+	// exits 1 when it runs out.) A script tells it apart from a lock held
+	// elsewhere (1).
 	exitNoGroup  = 4
 	exitNotFound = 127
 	exitNotExec  = 126

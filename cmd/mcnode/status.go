@@ -186,7 +186,7 @@ func statusCommand() *cli.Command {
 			var je *joiningError
 			switch {
 			case errors.As(err, &ee):
-				return err // a usage error keeps its status
+				return err // keeps its status: 2 for a usage error, 1 for no daemon to ask and no --interface
 			case errors.As(err, &je) && v != nil:
 				// Shown, said on stderr, and exit status 1: a script that
 				// waits for its daemon to be a member waits on.
@@ -355,7 +355,7 @@ func fetchStatus(c *cli.Context) (*statusView, error) {
 	}
 	cfg, err := groupConfig(c, log)
 	if err != nil {
-		return nil, noDaemonNoInterface(c, err)
+		return nil, noDaemonNoInterface(c, err, 1)
 	}
 	cfg.Bootstrap = false // looking must not found a group
 	cfg.NoGroupAfter = 3 * cfg.JoinTimeout
