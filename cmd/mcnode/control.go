@@ -44,8 +44,8 @@ import (
 // and could not say the lock is lost).
 //
 //	client: {"op":"status"}
-//	daemon: {"ok":true,"status":{...}}
-//	daemon: {"error":"...","status":{...,"joining":"..."}}  not a member yet
+//	daemon: {"ok":true,"status":{...},"group":"..."}
+//	daemon: {"error":"...","status":{...,"joining":"..."},"group":"..."}  not a member yet
 //
 // "ok" is the one mark of success: a daemon that is not a member of its
 // group yet answers with an error, and (multicast mode) with its status
@@ -88,7 +88,8 @@ type response struct {
 	Expires int64  `json:"expires_ns,omitempty"`
 	Lost    string `json:"lost,omitempty"`
 	// Group is the daemon's group, in the answer that grants a lock (the
-	// command's MCNODE_GROUP).
+	// command's MCNODE_GROUP) and in a status answer (even one without a
+	// status: a quorum-mode daemon still joining).
 	Group string `json:"group,omitempty"`
 	// Released: the lock was released on the client's request (which
 	// may come from the command under it), and the connection ends.
@@ -136,16 +137,16 @@ func privateDir(dir string) error {
 	return fmt.Errorf("%w: %s is not a directory of yours (or root's, or a service's under a root-only directory) that only its owner can write to (remove it, or choose another with --socket)", errUnsafeSocketDir, dir)
 }
 
-// listen opens the control socket, refusing if another daemon serves it and
-// removing a stale one.
-func listen(path string) (net.Listener, error) {
+// listen opens the control socket of a daemon of group, refusing if another
+// daemon serves it and removing a stale one.
+func listen(path, group string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("control socket directory: %w", err)
 	}
 	if err := privateDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
-	if err := notServed(path); err != nil {
+	if err := notServed(path, group); err != nil {
 		return nil, err
 	}
 	_ = os.Remove(path)
@@ -157,13 +158,49 @@ func listen(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// notServed fails if a daemon answers at the control socket path.
-func notServed(path string) error {
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return fmt.Errorf("a daemon for this group already serves %s", path)
+// notServed fails if a daemon answers at the control socket path, saying
+// whether it serves group, the one a daemon means to start in, or which
+// other: a daemon of another group given the same --socket was told one of
+// its own group served there. A daemon that does not say (stopped, or of a
+// release whose status answer lacks its group) is named by no group.
+func notServed(path, group string) error {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return nil
 	}
-	return nil
+	defer c.Close()
+	switch served := servedGroup(c); served {
+	case "":
+		return fmt.Errorf("a daemon already serves %s (it did not say which group it serves)", path)
+	case group:
+		return fmt.Errorf("a daemon for this group already serves %s", path)
+	default:
+		return fmt.Errorf("a daemon of group %s already serves %s, not one of group %s: give each daemon its own --socket", strconv.Quote(served), path, strconv.Quote(group))
+	}
+}
+
+// servedTimeout bounds notServed's question: a daemon answers a status
+// request within a millisecond unless it is stopped.
+const servedTimeout = time.Second
+
+// servedGroup asks the daemon on conn which group it serves: "" if it does
+// not say within servedTimeout.
+func servedGroup(conn net.Conn) string {
+	_ = conn.SetDeadline(time.Now().Add(servedTimeout))
+	d := &daemonClient{conn: conn, in: bufio.NewReader(conn)}
+	if d.send(request{Op: "status"}) != nil {
+		return ""
+	}
+	r, err := d.receive()
+	switch {
+	case err != nil:
+		return ""
+	case r.Group != "":
+		return r.Group
+	case r.Status != nil:
+		return r.Status.Group
+	}
+	return ""
 }
 
 const (
@@ -262,10 +299,10 @@ func handleControl(conn net.Conn, g locker, h *holders, log zerolog.Logger) {
 		st, err := g.status()
 		if err != nil {
 			// A daemon that joins says why, with its status if it has one.
-			_ = enc.Encode(response{Error: err.Error(), Status: st})
+			_ = enc.Encode(response{Error: err.Error(), Status: st, Group: groupOf(g)})
 			return
 		}
-		_ = enc.Encode(response{OK: true, Status: st})
+		_ = enc.Encode(response{OK: true, Status: st, Group: groupOf(g)})
 	case "lock":
 		// The name check mcnode lock makes, for a client that is not
 		// mcnode lock, on the name as sent.

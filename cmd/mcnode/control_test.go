@@ -136,7 +136,7 @@ func serveFake(t *testing.T, g locker) string {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "c.sock")
-	l, err := listen(path)
+	l, err := listen(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func (l *failingListener) Accept() (net.Conn, error) {
 func TestControlSocketSurvivesAcceptFailures(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "c.sock")
-	l, err := listen(path)
+	l, err := listen(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -607,5 +607,57 @@ func TestTryAsTheDaemonJoins(t *testing.T) {
 		if l == nil && err == nil {
 			t.Fatalf("call %d: neither a lease nor an error", i)
 		}
+	}
+}
+
+// A daemon started on a socket another daemon serves is refused, and told
+// which group serves there: it was told "a daemon for this group" even when
+// that one served another group (black-box round). A daemon that does not
+// say (stopped, say) is named by no group.
+func TestNotServedNamesTheGroup(t *testing.T) {
+	member := &joining{group: "a"}
+	var l locker = &fakeLocker{released: make(chan string, 1)}
+	member.ready.Store(&l)
+	for _, tc := range []struct {
+		what  string
+		g     locker
+		group string
+		want  string
+	}{
+		{"a member of the group", member, "a", "a daemon for this group already serves "},
+		{"a member of another group", member, "b", `a daemon of group "a" already serves `},
+		// A quorum-mode daemon still joining has no status to show.
+		{"a daemon of another group still joining", &joining{group: "q"}, "b", `a daemon of group "q" already serves `},
+		{"a daemon that does not say its group", &fakeLocker{released: make(chan string, 1)}, "b", "a daemon already serves "},
+	} {
+		path := serveFake(t, tc.g)
+		err := notServed(path, tc.group)
+		if err == nil || !strings.Contains(err.Error(), tc.want+path) {
+			t.Errorf("%s at %s, a daemon of group %q starting: %v; want %q", tc.what, path, tc.group, err, tc.want+path)
+		}
+	}
+	// One that accepts and never answers (stopped) is refused too, in
+	// about servedTimeout.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	start := time.Now()
+	if err := notServed(path, "b"); err == nil || !strings.Contains(err.Error(), "a daemon already serves "+path) {
+		t.Errorf("a daemon that does not answer: %v", err)
+	}
+	if took := time.Since(start); took > servedTimeout+time.Second {
+		t.Errorf("a daemon that does not answer held the start %v", took)
+	}
+	ln.Close()
+	// A socket nobody listens on any more is no daemon.
+	if err := notServed(path, "b"); err != nil {
+		t.Errorf("a stale socket: %v", err)
+	}
+	if err := notServed(filepath.Join(dir, "none.sock"), "b"); err != nil {
+		t.Errorf("no socket: %v", err)
 	}
 }

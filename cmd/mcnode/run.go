@@ -63,7 +63,7 @@ func runCommand() *cli.Command {
 			// A daemon already there is told apart at once from one that
 			// shares the state directory only (prepareNode waits for that
 			// one in case it is leaving).
-			if err := notServed(path); err != nil {
+			if err := notServed(path, c.String("group")); err != nil {
 				return &exitError{code: 1, err: err}
 			}
 			start, why, release, err := prepareNode(c, log)
@@ -84,7 +84,7 @@ func runCommand() *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 			defer stop()
-			l, err := listen(path)
+			l, err := listen(path, c.String("group"))
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
