@@ -56,7 +56,7 @@ func commonFlags() []cli.Flag {
 		&cli.StringFlag{Name: "state-dir", EnvVars: []string{"MCNODE_STATE_DIR"},
 			Usage: "where to keep the highest group timestamp seen (a group founded here after a full stop gives higher fencing tokens; in quorum mode the highest token seen, for the same reason) and, for mcnode run, whether this host is a member (one daemon of a group per directory; default: $XDG_STATE_HOME/mcnode, or ~/.local/state/mcnode; \"none\" keeps nothing)"},
 		&cli.DurationFlag{Name: "join-timeout", Value: d.JoinTimeout, EnvVars: []string{"MCNODE_JOIN_TIMEOUT"},
-			Usage: "how long to wait for an existing group before founding one (at least twice --takeover-timeout)"},
+			Usage: "how long to wait for an existing group before founding one (at least twice --takeover-timeout: a shorter one is raised to that, with a warning)"},
 		&cli.IntFlag{Name: "rate-limit", Value: group.DefaultRateLimit, EnvVars: []string{"MCNODE_RATE_LIMIT"},
 			Usage: "datagrams a second one source address may send this node; the rest are dropped unread (negative: no limit)"},
 		&cli.StringFlag{Name: "keyfile", EnvVars: []string{"MCNODE_KEYFILE"},
@@ -171,12 +171,40 @@ func groupConfigKeyed(c *cli.Context, log zerolog.Logger, keys func() ([]seal.Ke
 	if err := cfg.Validate(); err != nil {
 		return cfg, usage("%v", flagNames(err))
 	}
+	warnJoinTimeoutRaised(c, cfg, log)
 	// Last: a command line refused above leaves no state directory made.
 	// A command without --state-dir (the game) keeps no state.
 	if c.Command == nil || slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool { return f.Names()[0] == "state-dir" }) {
 		cfg.TimestampFile, err = timestampFile(c, log)
 	}
 	return cfg, err
+}
+
+// warnJoinTimeoutRaised warns where a --join-timeout given (on the command
+// line, by MCNODE_JOIN_TIMEOUT or in the --config file) is shorter than the
+// wait before founding a group, which the group holds to at least twice
+// --takeover-timeout (group.Config.JoinTimeout): the value was raised, not
+// taken. Not refused: the default --join-timeout is that floor for the
+// default --takeover-timeout, and a longer --takeover-timeout would make
+// it an error. Only where the command may found a group: status never does,
+// lock only with --found; the other uses of the value (how often join
+// requests go out, how long lock and status wait for a first answer) take
+// it as given.
+func warnJoinTimeoutRaised(c *cli.Context, cfg group.Config, log zerolog.Logger) {
+	if !c.IsSet("join-timeout") || cfg.Tick <= 0 {
+		return
+	}
+	if c.Command != nil && (c.Command.Name == "status" || c.Command.Name == "lock" && !c.Bool("found")) {
+		return
+	}
+	// In whole ticks, as the group counts them.
+	ticks := func(d time.Duration) time.Duration { return (d + cfg.Tick - 1) / cfg.Tick }
+	floor := 2 * ticks(cfg.TakeoverTimeout) * cfg.Tick
+	if ticks(cfg.JoinTimeout)*cfg.Tick >= floor {
+		return
+	}
+	log.Warn().Dur("join_timeout", cfg.JoinTimeout).Dur("raised_to", floor).Dur("takeover_timeout", cfg.TakeoverTimeout).
+		Msgf("--join-timeout %v raised to %v, twice --takeover-timeout %v: a group changing servers may be silent that long, and a node that founded sooner could found a second group beside it", cfg.JoinTimeout, floor, cfg.TakeoverTimeout)
 }
 
 // onCommandLine reports whether flag name was given on the command line:

@@ -314,3 +314,59 @@ func TestErrorsUnprefixed(t *testing.T) {
 		t.Errorf("unprefixed: %q", got)
 	}
 }
+
+// A --join-timeout shorter than twice --takeover-timeout is raised to that
+// before founding a group, and says so (it was raised silently: a typed
+// join-timeout = "100ms" founded after 1 s; black-box round), whether it
+// came from the command line, the environment or the --config file; not
+// for a command that founds no group (status, lock without --found), nor
+// for the default.
+func TestJoinTimeoutRaisedWarns(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "mcnode.toml")
+	if err := os.WriteFile(config, []byte("join-timeout = \"100ms\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Unsetenv("MCNODE_JOIN_TIMEOUT")
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string // "" for no warning
+	}{
+		{[]string{"run", "--join-timeout", "100ms"}, "", "--join-timeout 100ms raised to 1s, twice --takeover-timeout 500ms"},
+		{[]string{"run", "--takeover-timeout", "700ms", "--join-timeout", "1s"}, "", "--join-timeout 1s raised to 1.4s, twice --takeover-timeout 700ms"},
+		{[]string{"run"}, "100ms", "--join-timeout 100ms raised to 1s"},
+		{[]string{"run", "--config", config}, "", "--join-timeout 100ms raised to 1s"},
+		{[]string{"lock", "--found", "--join-timeout", "100ms"}, "", "--join-timeout 100ms raised to 1s"},
+		{[]string{"run", "--join-timeout", "1s"}, "", ""},
+		{[]string{"run", "--join-timeout", "3s"}, "", ""},
+		{[]string{"run"}, "", ""},
+		// The default is the floor for the default --takeover-timeout only.
+		{[]string{"run", "--takeover-timeout", "700ms"}, "", ""},
+		{[]string{"lock", "--join-timeout", "100ms"}, "", ""},
+		{[]string{"status", "--join-timeout", "100ms"}, "", ""},
+	} {
+		if tc.env != "" {
+			t.Setenv("MCNODE_JOIN_TIMEOUT", tc.env)
+		} else {
+			os.Unsetenv("MCNODE_JOIN_TIMEOUT")
+		}
+		var logged strings.Builder
+		app := newApp()
+		for _, cmd := range app.Commands {
+			cmd.Action = func(c *cli.Context) error {
+				_, err := groupConfig(c, zerolog.New(&logged))
+				return err
+			}
+		}
+		args := append([]string{"mcnode", tc.args[0], "--interface", "lo", "--state-dir", "none"}, tc.args[1:]...)
+		if err := app.Run(args); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		switch out := logged.String(); {
+		case tc.want == "" && out != "":
+			t.Errorf("%v (MCNODE_JOIN_TIMEOUT=%q) logged %s; want nothing", tc.args, tc.env, out)
+		case tc.want != "" && (!strings.Contains(out, tc.want) || !strings.Contains(out, `"level":"warn"`)):
+			t.Errorf("%v (MCNODE_JOIN_TIMEOUT=%q) logged %q; want a warning with %q", tc.args, tc.env, out, tc.want)
+		}
+	}
+}
