@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,5 +142,35 @@ func TestDocsExamples(t *testing.T) {
 	}
 	if level, _ := strconv.ParseFloat(string(m[1]), 64); level > 2 {
 		t.Errorf("the unit's exposure level is %s, want at most 2 (it was 1.5)", m[1])
+	}
+}
+
+// docs/mcnode.service does not restart mcnode run after a usage error,
+// which would fail alike every RestartSec (black-box round), and restarts
+// it after anything else: status 1 may pass (the group cannot be joined
+// yet), and a Go crash, which would exit 2 like a usage error, dies by
+// SIGABRT under GOTRACEBACK=crash.
+func TestServiceRestartsAllButUsageErrors(t *testing.T) {
+	unit, err := os.ReadFile("../../docs/mcnode.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prevent []string
+	env := map[string]bool{}
+	for _, line := range strings.Split(string(unit), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		switch {
+		case !ok || strings.HasPrefix(k, "#"):
+		case k == "RestartPreventExitStatus":
+			prevent = append(prevent, strings.Fields(v)...)
+		case k == "Environment":
+			env[v] = true
+		}
+	}
+	if !slices.Equal(prevent, []string{strconv.Itoa(exitUsage)}) {
+		t.Errorf("RestartPreventExitStatus lists %v, want the usage error's status %d alone", prevent, exitUsage)
+	}
+	if slices.Contains(prevent, "2") && !env["GOTRACEBACK=crash"] {
+		t.Error("status 2 is not restarted, and a Go crash exits 2: the unit needs Environment=GOTRACEBACK=crash")
 	}
 }
