@@ -9,8 +9,15 @@ export PATH := $(PATH):/usr/local/go/bin
 
 all: build
 
+# The commit for mcnode --version, where go build records none (-buildvcs=false
+# in GOFLAGS, or a git worktree): see buildRevision in cmd/mcnode/version.go.
+VCS_REVISION := $(shell git rev-parse HEAD 2>/dev/null)
+VCS_TIME := $(shell TZ=UTC0 git show -s --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd HEAD 2>/dev/null)
+VCS_MODIFIED := $(shell git status --porcelain 2>/dev/null | grep -q . && echo true || echo false)
+LDFLAGS := -X main.buildRevision=$(VCS_REVISION) -X main.buildTime=$(VCS_TIME) -X main.buildModified=$(VCS_MODIFIED)
+
 build:
-	$(GO) build -o bin/mcnode ./cmd/mcnode
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/mcnode ./cmd/mcnode
 
 demo:
 	$(GO) run ./cmd/mcnode demo

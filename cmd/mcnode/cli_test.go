@@ -395,11 +395,29 @@ func TestCLIVersionOf(t *testing.T) {
 		{build("v0.0.0-20260102150405-7f11a7c4e2b1+dirty", "vcs=git", "vcs.revision="+rev, "vcs.time=2026-01-02T15:04:05Z", "vcs.modified=true"),
 			"v0.0.0-20260102150405-7f11a7c4e2b1+dirty, commit " + rev + " of 2026-01-02T15:04:05Z, modified, go1.26.0 linux/amd64"},
 		{build("(devel)", "vcs=git", "vcs.revision="+rev, "vcs.modified=false"), "(devel), commit " + rev + ", go1.26.0 linux/amd64"},
-		{build("(devel)"), "(devel), go1.26.0 linux/amd64"},
-		{build(""), "(devel), go1.26.0 linux/amd64"},
+		// No commit recorded (-buildvcs=false, a git worktree): it says so
+		// (it printed only "(devel), go1.26.8": black-box round).
+		{build("(devel)"), "(devel), no commit recorded, go1.26.0 linux/amd64"},
+		{build(""), "(devel), no commit recorded, go1.26.0 linux/amd64"},
 	} {
 		if got := versionOf(tc.info, "linux/amd64"); got != tc.want {
 			t.Errorf("version %q, settings %v: %q, want %q", tc.info.Main.Version, tc.info.Settings, got, tc.want)
+		}
+	}
+	// make build's -X values stand in for the settings go build did not
+	// record, and only then.
+	const other = "0123456789abcdef0123456789abcdef01234567"
+	defer func(r, at, m string) { buildRevision, buildTime, buildModified = r, at, m }(buildRevision, buildTime, buildModified)
+	buildRevision, buildTime, buildModified = other, "2026-02-03T04:05:06Z", "true"
+	for _, tc := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{build("(devel)"), "(devel), commit " + other + " of 2026-02-03T04:05:06Z, modified, go1.26.0 linux/amd64"},
+		{build("(devel)", "vcs=git", "vcs.revision="+rev, "vcs.modified=false"), "(devel), commit " + rev + ", go1.26.0 linux/amd64"},
+	} {
+		if got := versionOf(tc.info, "linux/amd64"); got != tc.want {
+			t.Errorf("with make build's commit, version %q, settings %v: %q, want %q", tc.info.Main.Version, tc.info.Settings, got, tc.want)
 		}
 	}
 }

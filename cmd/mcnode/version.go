@@ -20,6 +20,13 @@ func version() string {
 	return versionOf(info, runtime.GOOS+"/"+runtime.GOARCH)
 }
 
+// buildRevision, buildTime and buildModified stand in for the go command's
+// vcs.revision, vcs.time and vcs.modified where it recorded none: make build
+// sets them (-ldflags -X) from git, since go build records nothing with
+// -buildvcs=false (in GOFLAGS, say), nor in a git worktree, whose .git is a
+// file go build does not take for a checkout's.
+var buildRevision, buildTime, buildModified string
+
 // versionOf renders the build information info of a binary for platform.
 // A release (go install ...@v1.2.0) gives
 //
@@ -31,8 +38,11 @@ func version() string {
 //
 //	v1.2.1-0.20260102150405-7f11a7c4e2b1+dirty, commit 7f11a7c4e2b1d7e2b8a0f6c5d4e3b2a1f0e9d8c7 of 2026-01-02T15:04:05Z, modified, go1.26.0 linux/amd64
 //
-// A build with neither (go run, -buildvcs=false) is "(devel)", still with
-// the Go that built it.
+// A build with neither (go run, -buildvcs=false, a git worktree, unless
+// make build set buildRevision) is "(devel)", says it recorded no commit,
+// and still names the Go that built it:
+//
+//	(devel), no commit recorded, go1.26.0 linux/amd64
 func versionOf(info *debug.BuildInfo, platform string) string {
 	v := info.Main.Version
 	if v == "" {
@@ -50,6 +60,9 @@ func versionOf(info *debug.BuildInfo, platform string) string {
 			modified = s.Value
 		}
 	}
+	if rev == "" && buildRevision != "" {
+		rev, at, modified = buildRevision, buildTime, buildModified
+	}
 	if rev != "" {
 		commit := "commit " + rev
 		if at != "" {
@@ -59,6 +72,8 @@ func versionOf(info *debug.BuildInfo, platform string) string {
 		if modified == "true" {
 			parts = append(parts, "modified")
 		}
+	} else if v == "(devel)" {
+		parts = append(parts, "no commit recorded")
 	}
 	goVersion := info.GoVersion
 	if goVersion == "" {
