@@ -65,6 +65,11 @@ type Locker interface {
 	// or by another caller of this one.
 	TryAcquire(ctx context.Context, name string) (Lease, error)
 	// Publish sends an application state update to the other members.
+	// The data is at most 1024 bytes and the topic at most 128 bytes of
+	// UTF-8, in either mode: the wire's limits (wire.DefaultLimits'
+	// MaxUpdate and MaxName in multicast mode, qnet.MaxData and
+	// node.MaxName in quorum mode). A larger update is refused with an
+	// error, and not sent: split bigger state, or send where it is kept.
 	Publish(topic string, data []byte) error
 	// Subscribe returns the updates the other members publish on topic (""
 	// for every topic) and a function that ends the subscription; the

@@ -16,7 +16,11 @@ type Update struct {
 	Data  []byte
 }
 
-// Publish multicasts an application state update to the other members.
+// Publish multicasts an application state update to the other members, in
+// one datagram. The data is at most 1024 bytes and the topic at most 128
+// bytes of UTF-8 (wire.DefaultLimits' MaxUpdate and MaxName): a larger
+// update is refused with an error that wraps arbiter.ErrBadUpdate, and not
+// sent.
 func (g *Group) Publish(topic string, data []byte) error {
 	if err := g.call(context.Background(), func() error { return g.node.Publish(topic, data) }); err != nil {
 		return fmt.Errorf("group: publish: %w", err)
