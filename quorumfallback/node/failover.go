@@ -304,7 +304,10 @@ func (n *Node) suspect(i int, inc uint64, why string) {
 		}
 	}
 	p.downAt = n.heard(i).Add(f.lease + f.margin)
-	n.log.Warn().Int("peer", i).Uint64("incarnation", inc).Str("why", why).Time("down_at", p.downAt).
+	n.log.Warn().Int("peer", i).Uint64("incarnation", inc).Str("why", why).
+		// downAt is on CLOCK_BOOTTIME (qnet.Now), not the time of day:
+		// logged as time.Time it read as a 1970 date.
+		Dur("down_in", max(p.downAt.Sub(qnet.Now()), 0)).
 		Msg("peer suspected: refused from now on; put down once its lease has run out")
 }
 

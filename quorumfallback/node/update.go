@@ -37,7 +37,9 @@ type backlogged interface {
 
 // Publish sends an application state update to every other node whose link
 // is up (an update is not queued for a peer that is down, nor for one with
-// MaxBacklog frames waiting: it is dropped and counted).
+// MaxBacklog frames waiting: it is dropped and counted). The topic is at
+// most MaxName bytes of UTF-8 and the data at most qnet.MaxData bytes; a
+// larger one is refused, as in multicast mode.
 func (n *Node) Publish(topic string, data []byte) error {
 	switch {
 	case len(topic) > MaxName || !utf8.ValidString(topic):
