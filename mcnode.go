@@ -251,12 +251,19 @@ type Runtime interface {
 	*group.Group | *node.Node
 }
 
-// Wrap adapts a running node of either mode to Locker.
+// Wrap adapts a running node of either mode to Locker. It panics on a nil
+// one, which would fail at the first call instead.
 func Wrap[R Runtime](r R) Locker {
 	switch r := any(r).(type) {
 	case *group.Group:
+		if r == nil {
+			panic("mcnode.Wrap: a nil *group.Group")
+		}
 		return groupLocker{r}
 	case *node.Node:
+		if r == nil {
+			panic("mcnode.Wrap: a nil *node.Node")
+		}
 		return quorumLocker{r}
 	}
 	panic("unreachable")

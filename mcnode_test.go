@@ -3,6 +3,7 @@ package mcnode_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -90,6 +91,26 @@ func TestStartRefusesAnUnknownMode(t *testing.T) {
 
 // Subscriptions made, ended and raced against Close from many goroutines,
 // in each mode: no panic (a channel closed twice), no leak, no race.
+// A config naming an interface this host lacks is a config error, and a
+// nil runtime is refused at Wrap, not at the first call (black-box round).
+func TestStartRefusesAMissingInterfaceAndWrapANilNode(t *testing.T) {
+	cfg := group.DefaultLANConfig()
+	cfg.Name, cfg.Interface = "g", "nosuch0"
+	if _, err := mcnode.Start(context.Background(), mcnode.Config{Multicast: cfg}); !errors.Is(err, mcnode.ErrConfig) || !strings.Contains(err.Error(), "nosuch0") {
+		t.Errorf("Start on a missing interface: %v, want ErrConfig naming it", err)
+	}
+	for _, wrap := range []func(){func() { mcnode.Wrap((*group.Group)(nil)) }, func() { mcnode.Wrap((*node.Node)(nil)) }} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nil") {
+					t.Errorf("Wrap of a nil node: recovered %v, want a panic saying it is nil", r)
+				}
+			}()
+			wrap()
+		}()
+	}
+}
+
 func TestSubscribeRacesClose(t *testing.T) {
 	for _, mode := range []mcnode.Mode{mcnode.Quorum, mcnode.Multicast} {
 		t.Run(string(mode), func(t *testing.T) {

@@ -341,7 +341,8 @@ func (c *Config) machine(inc uint64, addr string, firstT uint64) (arbiter.Config
 func (c *Config) transport() (Transport, error) {
 	ifi, err := net.InterfaceByName(c.Interface)
 	if err != nil {
-		return nil, fmt.Errorf("group: interface %q: %w", c.Interface, err)
+		// No such interface: the config names one this host lacks.
+		return nil, fmt.Errorf("%w: interface %q: %w", ErrConfig, c.Interface, err)
 	}
 	if ifi.Flags&net.FlagUp == 0 {
 		return nil, fmt.Errorf("group: interface %q is down", c.Interface)
