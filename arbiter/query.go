@@ -288,6 +288,16 @@ func (n *Node) Held() []Held {
 	return out
 }
 
+// Holds reports whether this node holds resource under request req: the
+// grant took effect, and its EventGranted has been emitted, though the
+// runtime may not have handled it yet (it comes after any event of the
+// same Ready that it is handling). Cancel then fails: the request is no
+// longer waiting.
+func (n *Node) Holds(resource string, req uint64) bool {
+	h := n.held[resource]
+	return h != nil && h.req == req
+}
+
 // Waiting returns the resources this node has asked for and not yet been
 // granted, by name.
 func (n *Node) Waiting() []string {

@@ -229,16 +229,38 @@ func (g *Group) withdraw(name string, w *waiter) {
 	}
 	ls.waiters = append(ls.waiters[:i], ls.waiters[i+1:]...)
 	if i == 0 && ls.req != 0 {
-		_ = g.node.Cancel(name)
-		ls.req = 0
+		// If the grant took effect already, the request stays in
+		// flight, and its lease goes to the next waiter, or back.
+		g.cancelReq(name, ls)
 	}
 	g.next(name)
+}
+
+// cancelReq withdraws the request in flight for ls, and reports whether it
+// did. It did not if the node already holds the resource under it: the
+// grant took effect before the runtime handled an earlier answer to the
+// request (a TryAcquire's EventQueued, handled while the EventGranted waits
+// behind it in the same Ready). The request then stays in flight, and
+// granted gives its lease to whoever is first in line by then, or back to
+// the group. Forgetting it instead would make next ask again for a lock the
+// node holds, and hand the arbiter's ErrBusy to the next waiter.
+func (g *Group) cancelReq(name string, ls *lockState) bool {
+	if err := g.node.Cancel(name); err != nil && g.node.Holds(name, ls.req) {
+		return false
+	}
+	ls.req = 0
+	return true
 }
 
 func (g *Group) granted(e Event) {
 	ls := g.locks[e.Resource]
 	if ls == nil || ls.req != e.Req || len(ls.waiters) == 0 {
 		_ = g.node.Release(e.Resource) // nobody here wants it any more
+		if ls != nil && ls.req == e.Req {
+			// Its waiter withdrew too late to cancel it (cancelReq).
+			ls.req = 0
+			g.next(e.Resource)
+		}
 		return
 	}
 	w := ls.waiters[0]
@@ -249,16 +271,19 @@ func (g *Group) granted(e Event) {
 	w.ch <- acquireResult{lease: l}
 }
 
-// queued: a TryAcquire's request had to wait, so withdraw it.
+// queued: a TryAcquire's request had to wait, so withdraw it; unless it
+// waited no longer, and the node holds the resource already (cancelReq):
+// then the try succeeded after all, and granted gives it the lease.
 func (g *Group) queued(e Event) {
 	ls := g.locks[e.Resource]
 	if ls == nil || ls.req != e.Req || len(ls.waiters) == 0 || !ls.waiters[0].try {
 		return
 	}
+	if !g.cancelReq(e.Resource, ls) {
+		return
+	}
 	w := ls.waiters[0]
 	ls.waiters = ls.waiters[1:]
-	_ = g.node.Cancel(e.Resource)
-	ls.req = 0
 	w.ch <- acquireResult{err: ErrLocked}
 	g.next(e.Resource)
 }
