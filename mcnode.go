@@ -62,7 +62,16 @@ type Locker interface {
 	Acquire(ctx context.Context, name string) (Lease, error)
 	// TryAcquire takes the named lock if it is free, and returns an error
 	// that wraps ErrLocked if it is held or waited for: by another node,
-	// or by another caller of this one.
+	// or by another caller of this one. It does not wait long for an
+	// answer. In multicast mode, when the group's server does not answer,
+	// it returns an error that wraps group.ErrNoAnswer (and
+	// group.ErrNoQuorum if this node reaches no majority, the usual
+	// reason): whether the lock is free is then unknown. That is at once
+	// when this node knows it reaches no majority, else within a
+	// takeover's time (2.5 s with the default timings; see
+	// group.Group.TryAcquire). Quorum mode reports ErrLocked when no grant
+	// comes within its TryWait, and node.ErrNotConnected when its links to
+	// the nodes it asks are down.
 	TryAcquire(ctx context.Context, name string) (Lease, error)
 	// Publish sends an application state update to the other members.
 	// The data is at most 1024 bytes and the topic at most 128 bytes of

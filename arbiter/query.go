@@ -186,6 +186,12 @@ func (n *Node) Quorum() Quorum {
 	return q
 }
 
+// QuorumLost reports whether the last of EventQuorumLost and
+// EventQuorumRegained this node emitted was EventQuorumLost. It can lag:
+// a node that wins a takeover, and so has a majority, may not have said
+// so; Quorum says what the node reaches now.
+func (n *Node) QuorumLost() bool { return n.lastQuorumEvent == 1 }
+
 // LeaseExpiry returns the tick at which this node's lease runs out unless it
 // is renewed: from then on it must not use what it holds. Zero before it has
 // the state.

@@ -26,14 +26,15 @@
 // backup takes over in a new epoch within TakeoverTimeout and a claim
 // (EventTakeoverStarted, EventEpoch). Only a side of the network that holds a
 // majority of the group decides; on a minority side nothing is granted
-// (EventQuorumLost), a wait that times out says so (NoQuorumError), and the
-// node rejoins the majority by itself when the network heals: a node that
-// has been a member never founds a group again by itself. With a MemberFile,
-// a process that stopped without leaving can tell, when it starts again, that
-// it must not found one either (WasMember). Status reports the epoch, the
-// backup, the quorum and how long ago the server was heard. A holder's lease
-// is renewed by each ping of the server it answers, so a holder in touch
-// with the group keeps its locks through a takeover.
+// (EventQuorumLost), a wait that times out says so (NoQuorumError), a
+// TryAcquire does not wait for an answer that cannot come (ErrNoAnswer),
+// and the node rejoins the majority by itself when the network heals: a
+// node that has been a member never founds a group again by itself. With a
+// MemberFile, a process that stopped without leaving can tell, when it
+// starts again, that it must not found one either (WasMember). Status
+// reports the epoch, the backup, the quorum and how long ago the server was
+// heard. A holder's lease is renewed by each ping of the server it answers,
+// so a holder in touch with the group keeps its locks through a takeover.
 //
 // Ticks and leases are counted on the Clock: BootClock by default
 // (CLOCK_BOOTTIME, which keeps running through a suspend of the machine),

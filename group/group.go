@@ -76,6 +76,13 @@ var (
 	// of a split network, or too many members are down), and a minority
 	// grants nothing.
 	ErrNoQuorum = errors.New("no quorum")
+	// ErrNoAnswer: TryAcquire had no answer from the group's server, so it
+	// cannot say whether the resource is free. Either this node reaches no
+	// majority, and no answer can come until it does (the error is then a
+	// NoQuorumError, which matches ErrNoQuorum too), or none came within
+	// the time a takeover may keep the group without a server (see
+	// TryAcquire).
+	ErrNoAnswer = errors.New("group: no answer from the group's server")
 )
 
 // Re-exported names from the state machine, so that users need only this
@@ -861,18 +868,18 @@ func (g *Group) flush() {
 	}
 }
 
-// NoQuorumError is the error of a wait that ended (its context did) while
-// this node reached no majority of the group: that is why it waited in
-// vain. It matches both ErrNoQuorum and the context's error.
+// NoQuorumError is the error of a wait that ended (its context did, or a
+// TryAcquire gave up) while this node reached no majority of the group:
+// that is why it waited in vain. It matches both ErrNoQuorum and Err.
 type NoQuorumError struct {
-	Err    error  // the context's error
+	Err    error  // the context's error, or TryAcquire's ErrNoAnswer
 	Quorum Quorum // what this node reached when the wait ended
 }
 
 // Error says both.
 func (e *NoQuorumError) Error() string { return e.Err.Error() + ": " + e.Quorum.String() }
 
-// Unwrap returns the context's error and ErrNoQuorum.
+// Unwrap returns Err and ErrNoQuorum.
 func (e *NoQuorumError) Unwrap() []error { return []error{e.Err, ErrNoQuorum} }
 
 // quorumErr wraps err with the reason a wait failed, if it is that this node
@@ -992,6 +999,8 @@ func (g *Group) handle(e Event) {
 		g.stats.ViewChanges++
 	case EventQueued:
 		g.queued(e)
+	case EventQuorumLost:
+		g.quorumLost()
 	case EventLost:
 		g.lost(e)
 	case EventRefused:

@@ -132,7 +132,14 @@ func (g *Group) Acquire(ctx context.Context, name string) (*Lease, error) {
 
 // TryAcquire takes the named resource if no other member holds or waits for
 // it, and returns ErrLocked otherwise. It still takes one round trip to the
-// server.
+// server, and only the server can say: when no answer comes, TryAcquire
+// gives up with an error that wraps ErrNoAnswer, and the resource may be
+// free or not. If this node reaches no majority (the error is then a
+// NoQuorumError, which matches ErrNoQuorum too), it gives up at once, or as
+// soon as it finds that out; otherwise after the longest a working group
+// may keep a request waiting, a takeover's: the group's takeover timeout,
+// lease and lease margin, and two retry intervals (2.5 s with
+// DefaultLANConfig's timings).
 func (g *Group) TryAcquire(ctx context.Context, name string) (*Lease, error) {
 	return g.acquire(ctx, name, true)
 }
@@ -142,26 +149,67 @@ func (g *Group) acquire(ctx context.Context, name string, try bool) (*Lease, err
 		return nil, fmt.Errorf("group: resource name: %w", err)
 	}
 	w := &waiter{ch: make(chan acquireResult, 1), try: try}
-	if err := g.do(ctx, func() { g.enqueue(name, w) }); err != nil {
+	var wait time.Duration
+	if err := g.do(ctx, func() {
+		if try {
+			wait = g.tryWait()
+		}
+		g.enqueue(name, w)
+	}); err != nil {
 		return nil, err
+	}
+	wctx := ctx
+	if try {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
 	}
 	select {
 	case r := <-w.ch:
 		return r.lease, r.err
-	case <-ctx.Done():
+	case <-wctx.Done():
 		_ = g.do(context.Background(), func() { g.withdraw(name, w) })
-		// The grant may have won the race with the cancel.
+		answered := false
+		var r acquireResult
 		select {
-		case r := <-w.ch:
-			if r.lease != nil {
-				_ = r.lease.Release()
-			}
+		case r = <-w.ch:
+			answered = true
 		default:
+		}
+		if ctx.Err() == nil {
+			// A try's own wait ended. An answer that crossed the
+			// withdrawal is the answer; otherwise there was none.
+			if answered {
+				return r.lease, r.err
+			}
+			return nil, g.quorumErr(fmt.Errorf("%w within %v", ErrNoAnswer, wait))
+		}
+		// The grant may have won the race with the cancel.
+		if r.lease != nil {
+			_ = r.lease.Release()
 		}
 		return nil, g.quorumErr(ctx.Err())
 	case <-g.done:
 		return nil, ErrNodeClosed
 	}
+}
+
+// tryWait is how long a TryAcquire waits for the server's answer: as long
+// as a working group can keep it waiting. A takeover leaves the group
+// without a server for the takeover timeout, and one that must wait out
+// the old epoch's leases (its server and backup died together) decides
+// nothing for a lease and its margin more; a lost datagram, or the claim's
+// round trips, cost a retry interval or two. The group's values count, not
+// this node's config.
+func (g *Group) tryWait() time.Duration {
+	p := g.node.Params()
+	return time.Duration(p.TakeoverTicks+p.LeaseTicks+p.LeaseMarginTicks)*g.cfg.Tick + 2*g.cfg.RetryInterval
+}
+
+// noQuorum is the error of a TryAcquire that this node, reaching no
+// majority, cannot get an answer for.
+func (g *Group) noQuorum() error {
+	return &NoQuorumError{Err: ErrNoAnswer, Quorum: g.node.Quorum()}
 }
 
 func (g *Group) lock(name string) *lockState {
@@ -181,6 +229,15 @@ func (g *Group) enqueue(name string, w *waiter) {
 	ls := g.lock(name)
 	if w.try && (ls.lease != nil || len(ls.waiters) > 0) {
 		w.ch <- acquireResult{err: ErrLocked}
+		return
+	}
+	if w.try && g.node.QuorumLost() && !g.node.Quorum().Held {
+		// No answer can come: do not wait for one. (Neither alone would
+		// do: QuorumLost lags a takeover this node won, and Quorum is
+		// false on a server until a majority answers its turn's first
+		// ping, on a member throughout a takeover.)
+		w.ch <- acquireResult{err: g.noQuorum()}
+		g.next(name) // drops the lock's entry
 		return
 	}
 	ls.waiters = append(ls.waiters, w)
@@ -286,6 +343,21 @@ func (g *Group) queued(e Event) {
 	ls.waiters = ls.waiters[1:]
 	w.ch <- acquireResult{err: ErrLocked}
 	g.next(e.Resource)
+}
+
+// quorumLost fails the TryAcquires that wait for an answer: none comes
+// while this node reaches no majority, and a try does not wait.
+func (g *Group) quorumLost() {
+	for _, name := range sortedNames(g.locks) {
+		ls := g.locks[name]
+		if ls.req == 0 || len(ls.waiters) == 0 || !ls.waiters[0].try || !g.cancelReq(name, ls) {
+			continue // cancelReq false: granted already (a grant can cross the loss)
+		}
+		w := ls.waiters[0]
+		ls.waiters = ls.waiters[1:]
+		w.ch <- acquireResult{err: g.noQuorum()}
+		g.next(name)
+	}
 }
 
 // refused: the group had no room for the first waiter's request; the
