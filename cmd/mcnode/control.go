@@ -452,6 +452,11 @@ func serveLock(conn net.Conn, in *bufio.Reader, enc *json.Encoder, g locker, h *
 	case errors.Is(err, mcnode.ErrLocked):
 		_ = enc.Encode(response{Locked: true, Error: err.Error()})
 		return
+	case req.Try && errors.Is(err, group.ErrNoAnswer):
+		// The node gave up before tryTimeout: it reaches no majority, or
+		// its own bound (a takeover's time) passed. The error says which.
+		_ = enc.Encode(response{Error: strings.TrimPrefix(err.Error(), "group: ")})
+		return
 	case req.Try && errors.Is(err, context.DeadlineExceeded):
 		why := fmt.Sprintf("no answer from the group's server within %v", tryTimeout)
 		if st, serr := g.status(); serr == nil && st.Mode != modeQuorum && !st.QuorumHeld && st.QuorumText != "" {

@@ -68,11 +68,14 @@ func TestPrivateDir(t *testing.T) {
 
 // fakeLocker is a daemon's node for the control socket's tests: it grants
 // every lock at once, or, with noQuorum, reaches no majority (its requests
-// wait for ever, as a real node's do), or, with failed, was declared failed
-// by its quorum-mode peers (its requests fail, as a real node's do: with
-// node.ErrFailed, or node.ErrClosed once it has closed).
+// wait for ever, as a real node's Acquire does; with noAnswer too, a try
+// fails at once, as a multicast node's TryAcquire does once it knows), or,
+// with failed, was declared failed by its quorum-mode peers (its requests
+// fail, as a real node's do: with node.ErrFailed, or node.ErrClosed once
+// it has closed).
 type fakeLocker struct {
 	noQuorum bool
+	noAnswer bool
 	failed   bool
 	closed   bool
 	released chan string
@@ -110,6 +113,9 @@ func (f *fakeLocker) acquire(ctx context.Context, name string, try bool) (mcnode
 	}
 	if f.failed {
 		return nil, node.ErrFailed
+	}
+	if f.noQuorum && f.noAnswer && try {
+		return nil, &group.NoQuorumError{Err: group.ErrNoAnswer, Quorum: group.Quorum{Reachable: 1, Members: 2}}
 	}
 	if f.noQuorum {
 		<-ctx.Done()
@@ -305,6 +311,25 @@ func TestLockSaysWhyItStillWaits(t *testing.T) {
 	note := fmt.Sprintf("mcnode lock: still waiting for lock \"x\" after %v: no quorum: 1 of 2 members reachable", stillWaitingAfter)
 	if code != exitNotAcquired || strings.Count(out, note) != 1 || !strings.Contains(out, "timed out after") {
 		t.Fatalf("status %d, output:\n%s\nwant status %d, the note %q once, and the timeout", code, out, exitNotAcquired, note)
+	}
+}
+
+// TestNonblockWithoutQuorumNodeGivesUp: --nonblock through a daemon whose
+// node gives up on its own (a multicast TryAcquire that knows it reaches no
+// majority) fails at once, saying why, rather than as a locked lock or a
+// bare node error.
+func TestNonblockWithoutQuorumNodeGivesUp(t *testing.T) {
+	defer func(d time.Duration) { tryTimeout = d }(tryTimeout)
+	tryTimeout = time.Minute
+	path := serveFake(t, &fakeLocker{noQuorum: true, noAnswer: true})
+	d := dialFake(t, path)
+	_ = d.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := d.send(request{Op: "lock", Name: "x", Try: true}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.receive()
+	if err != nil || r.OK || r.Locked || !strings.HasPrefix(r.Error, "no answer from the group's server") || !strings.Contains(r.Error, "no quorum: 1 of 2 members reachable") {
+		t.Fatalf("--nonblock when the node gives up: %+v, %v; want at once an error naming the missing quorum", r, err)
 	}
 }
 

@@ -476,6 +476,12 @@ func acquireLock(c *cli.Context, ctx context.Context, name string, log zerolog.L
 		defer cancel()
 	}
 	l, err := acquire(actx, name)
+	if err != nil && errors.Is(err, group.ErrNoAnswer) && ctx.Err() == nil {
+		// TryAcquire gave up first: this node reaches no majority, or its
+		// own bound passed. The error says which.
+		leave()
+		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("lock %q: %s", name, strings.TrimPrefix(err.Error(), "group: "))}
+	}
 	if err != nil && actx.Err() != nil && ctx.Err() == nil {
 		leave()
 		return nil, &exitError{code: exitNoGroup, err: fmt.Errorf("no answer from the group's server within %v for lock %q%s", tryTimeout, name, whyWaited(c, err))}

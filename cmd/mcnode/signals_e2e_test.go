@@ -236,7 +236,7 @@ func TestE2ENonblockWithoutMajority(t *testing.T) {
 		args []string
 		want string
 	}{
-		{0, []string{"lock", "-n", "x", "--", "true"}, "no answer from the group's server within 5s"},
+		{0, []string{"lock", "-n", "x", "--", "true"}, "no answer from the group's server"},
 		// Never admitted: a minority admits no one.
 		{2, []string{"lock", "-n", "--no-daemon", "x", "--", "true"}, "not admitted to group"},
 	} {
