@@ -46,6 +46,10 @@ func trafficOf(st mcnode.Status) traffic {
 	return traffic{st.Sent, st.Core, st.Updates, st.Received, st.Dropped}
 }
 
+func (a traffic) atLeast(b traffic) traffic {
+	return traffic{max(a.sent, b.sent), max(a.core, b.core), max(a.updates, b.updates), max(a.received, b.received), max(a.dropped, b.dropped)}
+}
+
 func (a traffic) plus(b traffic) traffic {
 	return traffic{a.sent + b.sent, a.core + b.core, a.updates + b.updates, a.received + b.received, a.dropped + b.dropped}
 }
@@ -156,7 +160,9 @@ func (r *restartingNode) Status() (mcnode.Status, error) {
 	r.mu.Lock()
 	all := r.earlier // cur replaced meanwhile: its counts are in it
 	if r.cur == cur {
-		r.last = trafficOf(st)
+		// The highest read of each: two Status calls may end in either
+		// order, and counters only grow (review).
+		r.last = r.last.atLeast(trafficOf(st))
 		all = all.plus(r.last)
 	}
 	r.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -347,25 +348,28 @@ func whyWaited(c *cli.Context, err error) string {
 // It returns the function that ends the wait.
 func stillWaitingNote(c *cli.Context, name string) (done func()) {
 	end := make(chan struct{})
-	finished := make(chan struct{})
+	var mu sync.Mutex // held while the note is written
+	ended := false
 	go func() {
-		defer close(finished)
 		select {
 		case <-end:
 			return
 		case <-time.After(stillWaitingAfter):
 		}
-		if why := whyWaited(c, nil); why != "" {
-			select {
-			case <-end: // granted meanwhile: nothing to say
-			default:
-				fmt.Fprintf(c.App.ErrWriter, "mcnode lock: still waiting for lock %q after %v%s\n", name, stillWaitingAfter, why)
-			}
+		why := whyWaited(c, nil)
+		mu.Lock()
+		defer mu.Unlock()
+		if why != "" && !ended { // granted meanwhile: nothing to say
+			fmt.Fprintf(c.App.ErrWriter, "mcnode lock: still waiting for lock %q after %v%s\n", name, stillWaitingAfter, why)
 		}
 	}()
 	return func() {
+		// The note is never written after the wait, which does not wait
+		// for the daemon's answer (review: up to 1.2 s).
+		mu.Lock()
+		ended = true
+		mu.Unlock()
 		close(end)
-		<-finished // the note is never written after the wait
 	}
 }
 

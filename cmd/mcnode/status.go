@@ -133,7 +133,12 @@ func viewStatus(st group.Status) *statusView {
 		Authority: st.Authority, SinceHeard: ms(st.SinceHeard), HeardFrom: uint64(st.HeardFrom),
 		Claiming: st.Claiming, Frozen: st.Frozen, LeaseLeft: ms(st.LeaseLeft)}
 	for _, m := range st.Members {
-		silent := time.Duration(max(m.Silence, m.Unheard)) * st.Tick
+		silent := time.Duration(m.Silence) * st.Tick
+		if st.IsServer {
+			// Its own count, live: the last SYNC's may be of a member
+			// heard again since (review).
+			silent = time.Duration(m.Unheard) * st.Tick
+		}
 		v.Members = append(v.Members, memberView{ID: uint64(m.ID), Addr: m.Addr, Observer: m.Observer, SilentMs: ms(silent)})
 	}
 	for _, r := range st.Resources {

@@ -329,23 +329,30 @@ func TestStatusWarnsOfAnotherRun(t *testing.T) {
 }
 
 // A member the group has not heard for a while is marked with how long, and
-// when it will be removed; the others are not.
+// when it will be removed; the others are not. A member shows the last
+// SYNC's silences, the server its own live count (Unheard), which drops a
+// member heard again since.
 func TestStatusShowsSilentMembers(t *testing.T) {
 	st := group.Status{Group: "g", Self: 1, Server: 2, Tick: 10 * time.Millisecond,
 		LeaseTimeout: 1500 * time.Millisecond, LeaseMargin: 300 * time.Millisecond,
-		Members: []group.Member{{ID: 1, Addr: "10.0.0.1:1"}, {ID: 2, Addr: "10.0.0.2:1"}, {ID: 3, Addr: "10.0.0.3:1", Silence: 90}, {ID: 4, Addr: "10.0.0.4:1", Silence: 20, Unheard: 64}}}
-	var out bytes.Buffer
-	printStatus(&out, viewStatus(st))
-	for _, want := range []string{"node 3  10.0.0.3:1  not heard for 900ms (removed past 1.8s)", "node 4  10.0.0.4:1  not heard for 640ms (removed past 1.8s)"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("want %q in:\n%s", want, out.String())
+		Members: []group.Member{{ID: 1, Addr: "10.0.0.1:1"}, {ID: 2, Addr: "10.0.0.2:1"}, {ID: 3, Addr: "10.0.0.3:1", Silence: 90}, {ID: 4, Addr: "10.0.0.4:1", Unheard: 64}}}
+	for _, c := range []struct {
+		server     bool
+		shown, not string
+	}{
+		{false, "node 3  10.0.0.3:1  not heard for 900ms (removed past 1.8s)", "node 4  10.0.0.4:1  not heard"},
+		{true, "node 4  10.0.0.4:1  not heard for 640ms (removed past 1.8s)", "node 3  10.0.0.3:1  not heard"},
+	} {
+		st.IsServer = c.server
+		var out bytes.Buffer
+		printStatus(&out, viewStatus(st))
+		if !strings.Contains(out.String(), c.shown) || strings.Contains(out.String(), c.not) || strings.Count(out.String(), "not heard") != 1 {
+			t.Errorf("server %v: want %q and not %q in:\n%s", c.server, c.shown, c.not, out.String())
 		}
 	}
-	if strings.Count(out.String(), "not heard") != 2 {
-		t.Errorf("want two members marked not heard:\n%s", out.String())
-	}
+	st.IsServer = false
 	b, err := json.Marshal(viewStatus(st))
-	if err != nil || !strings.Contains(string(b), `{"id":3,"addr":"10.0.0.3:1","silent_ms":900}`) || strings.Count(string(b), `"silent_ms"`) != 2 {
+	if err != nil || !strings.Contains(string(b), `{"id":3,"addr":"10.0.0.3:1","silent_ms":900}`) || strings.Count(string(b), `"silent_ms"`) != 1 {
 		t.Errorf("--json: %v %s", err, b)
 	}
 }

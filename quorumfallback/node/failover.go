@@ -432,7 +432,7 @@ func (n *Node) waitAwake(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	case <-n.done:
-		return ErrClosed
+		return n.closedErr()
 	case <-ctx.Done():
 		return ctx.Err()
 	}

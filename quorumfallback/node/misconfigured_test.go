@@ -14,9 +14,10 @@ import (
 // nodes with failure handling, the same peers, two given the tree coterie
 // and three the majority one: node 0's tree quorum {0, 2} and the majority
 // side's quorums need not meet, and each side granted the same lock (two
-// holders in 9 of 20 entries, black-box round). Every node meets another
-// setup on its links and stops with ErrMisconfigured: its waiters fail with
-// it, and it grants nothing.
+// holders in 9 of 20 entries, black-box round). A node refused by a peer
+// of the other coterie stops with ErrMisconfigured, and its callers get it;
+// one that dials only stopped nodes of the other may run on, and then the
+// nodes left are of one coterie.
 func TestDifferentSetupsStop(t *testing.T) {
 	listeners, peers := loopbackListeners(t, 5)
 	coterie := []string{"tree", "majority", "tree", "majority", "majority"}
@@ -30,21 +31,57 @@ func TestDifferentSetupsStop(t *testing.T) {
 		t.Cleanup(func() { nd.Close() })
 		nodes[i] = nd
 	}
+	time.Sleep(3 * time.Second) // dials retry every 100 ms
+	running := map[string]int{}
 	for i, nd := range nodes {
 		select {
 		case <-nd.Done():
-		case <-time.After(10 * time.Second):
-			t.Fatalf("node %d (%s) still runs among nodes of another coterie", i, coterie[i])
+		default:
+			running[coterie[i]]++
+			continue
 		}
 		cause := nd.StopCause()
-		if !errors.Is(cause, ErrMisconfigured) || !strings.Contains(cause.Error(), "setup") {
+		if !errors.Is(cause, ErrMisconfigured) || !strings.Contains(cause.Error(), "another setup") {
 			t.Errorf("node %d stopped for %v, want ErrMisconfigured saying what it saw", i, cause)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err := nd.Acquire(ctx, "x")
 		cancel()
-		if err == nil {
-			t.Errorf("node %d granted a lock after it stopped", i)
+		if !errors.Is(err, ErrMisconfigured) || !errors.Is(err, ErrClosed) {
+			t.Errorf("node %d: Acquire after the stop: %v, want ErrClosed wrapping ErrMisconfigured", i, err)
 		}
+	}
+	if len(running) > 1 {
+		t.Fatalf("nodes of both coteries run on: %v", running)
+	}
+	if running["tree"]+running["majority"] == len(nodes) {
+		t.Fatal("no node stopped")
+	}
+}
+
+// The failure handling's timings are part of the setup: a node with a
+// longer lease than its arbiters' kept its lock after they had given it to
+// another (review). Without failure handling they are not.
+func TestHelloNamesTheTimings(t *testing.T) {
+	peers := []string{"10.0.0.1:7950", "10.0.0.2:7950", "10.0.0.3:7950"}
+	base := Config{Group: "g", Protocol: protocols.Maekawa, Coterie: "majority", Peers: peers}
+	longer := base
+	longer.Lease = 6 * time.Second
+	if base.Hello() == longer.Hello() {
+		t.Errorf("two leases, one hello: %s", base.Hello())
+	}
+	defaults := base
+	defaults.Lease, defaults.LeaseMargin, defaults.Detect = DefaultLease, DefaultLeaseMargin, DefaultDetect
+	if base.Hello() != defaults.Hello() {
+		t.Errorf("the defaults spelt out change the hello: %s, %s", base.Hello(), defaults.Hello())
+	}
+	ra := Config{Group: "g", Protocol: protocols.RicartAgrawala, Peers: peers}
+	raLonger := ra
+	raLonger.Lease = 6 * time.Second
+	if ra.Hello() != raLonger.Hello() || strings.Contains(ra.Hello(), "lease") {
+		t.Errorf("a protocol without failure handling names a lease: %s, %s", ra.Hello(), raLonger.Hello())
+	}
+	if other := (Config{Group: "g/x", Protocol: protocols.Maekawa, Coterie: "majority", Peers: peers}); strings.HasPrefix(other.Hello(), base.helloGroup()) {
+		t.Errorf("group g/x's hello %s begins as group g's, %s", other.Hello(), base.helloGroup())
 	}
 }

@@ -46,6 +46,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +54,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -151,8 +153,21 @@ func (c Config) Hello() string {
 		h.Write([]byte(qnet.CanonicalAddr(p)))
 		h.Write([]byte{0})
 	}
-	return fmt.Sprintf("mcnode/%s/%s/%s/N=%d/peers=%016x", c.Group, s.Protocol, s.Coterie, s.N, h.Sum64())
+	hello := fmt.Sprintf("%s%s/%s/N=%d/peers=%016x", c.helloGroup(), s.Protocol, s.Coterie, s.N, h.Sum64())
+	if c.Heartbeat() > 0 {
+		// The failure handling's timings too: a node with a longer lease
+		// than its arbiters' kept its lock after they had given it to
+		// another (review).
+		lease, margin, detect := c.Lease, c.LeaseMargin, c.Detect
+		lease, margin, detect = cmp.Or(lease, DefaultLease), cmp.Or(margin, DefaultLeaseMargin), cmp.Or(detect, DefaultDetect)
+		hello += fmt.Sprintf("/lease=%v/margin=%v/detect=%v", lease, margin, detect)
+	}
+	return hello
 }
+
+// helloGroup is how Hello begins: the group, quoted, so that a hello of
+// another group is told from one of another setup (qnet.Config.HelloGroup).
+func (c Config) helloGroup() string { return "mcnode/" + strconv.Quote(c.Group) + "/" }
 
 func (c *Config) validate() error {
 	if c.Group == "" {
@@ -298,7 +313,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		mesh, err := qnet.Listen(qnet.Config{Self: cfg.Self, Peers: cfg.Peers, Hello: cfg.Hello(), Logger: cfg.Logger, Listener: cfg.Listener, Keys: cfg.Keys, Heartbeat: cfg.Heartbeat()})
+		mesh, err := qnet.Listen(qnet.Config{Self: cfg.Self, Peers: cfg.Peers, Hello: cfg.Hello(), HelloGroup: cfg.helloGroup(), Logger: cfg.Logger, Listener: cfg.Listener, Keys: cfg.Keys, Heartbeat: cfg.Heartbeat()})
 		if err != nil {
 			return nil, err
 		}
@@ -587,12 +602,23 @@ func (n *Node) call(ctx context.Context, f func()) error {
 	select {
 	case n.calls <- func() { f(); close(done) }:
 	case <-n.done:
-		return ErrClosed
+		return n.closedErr()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	<-done
 	return nil
+}
+
+// closedErr is what a call to a stopped node gets: ErrClosed, wrapping why
+// the node stopped by itself if it did (ErrFailed, ErrMisconfigured), so
+// that a caller learns it. It waits for the loop's end, which wrote that.
+func (n *Node) closedErr() error {
+	<-n.exited
+	if n.failedErr != nil {
+		return fmt.Errorf("%w: %w", ErrClosed, n.failedErr)
+	}
+	return ErrClosed
 }
 
 // MaxGroup bounds Config.Group, as in multicast mode (the hello carries it).
@@ -917,6 +943,10 @@ func (n *Node) acquire(ctx context.Context, name string, try bool) (*Lease, erro
 	if cerr := n.call(ctx, func() {
 		if n.leaving {
 			err = ErrClosed
+			return
+		}
+		if n.failedErr != nil {
+			err = n.failedErr // stopping: a request now would go out
 			return
 		}
 		if r := n.res[name]; try && r != nil && (r.lease != nil || len(r.waiters) > 0) {

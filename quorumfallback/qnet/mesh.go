@@ -97,6 +97,7 @@ const (
 	helloWrongSender = 3 // a node index out of range, or the acceptor's own
 	helloRestarted   = 4 // the node restarted: another incarnation than before
 	helloFailed      = 5 // with Heartbeat: this incarnation was declared failed
+	helloWrongGroup  = 6 // another Config.HelloGroup: a node of another group
 )
 
 // goodbye is the one byte an acceptor sends after the hello's answer: on
@@ -126,6 +127,12 @@ type Config struct {
 	// nodes whose Hello differs in any byte, so it should name everything
 	// the nodes must agree on.
 	Hello string
+	// HelloGroup, if set, is how every Hello of this group begins: a hello
+	// that does not is another group's, refused as such, and the node that
+	// said it does not count it as misconfigured (Misconfigured): a node
+	// of another group that took a dead peer's port serves none of this
+	// group's locks.
+	HelloGroup string
 	// Logger receives the mesh's log; the zero value logs nothing.
 	Logger zerolog.Logger
 	// DialRetry is the wait between dial attempts; zero means
@@ -956,6 +963,8 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 	case helloWrongSetup:
 		m.misconfiguredBy(fmt.Sprintf("node %d at %s refused this node's hello: it runs another setup", p.id, p.addr))
 		return &refusedError{p.id, p.addr, "different setup", false}
+	case helloWrongGroup:
+		return &refusedError{p.id, p.addr, "a node of another group listens there (the peer is gone, and its port taken?)", false}
 	case helloWrongSender:
 		m.misconfiguredBy(fmt.Sprintf("node %d at %s refused this node's hello: this node's index, %d, is out of its range or its own", p.id, p.addr, m.cfg.Self))
 		return &refusedError{p.id, p.addr, fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self), false}
@@ -1152,18 +1161,21 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader, quiet func() bool) (from in
 	}
 	answer := byte(helloAccept)
 	switch {
+	case m.cfg.HelloGroup != "" && !strings.HasPrefix(string(hello), m.cfg.HelloGroup):
+		answer = helloWrongGroup
+		m.foreignHello.Add(1)
+		m.newsEvent(newsForeignGroup).Str("remote", remote).Uint64("node", idx).Str("theirs", string(hello)).
+			Msg("qnet: refused a hello from a node of another group")
 	case idx >= uint64(m.n) || int(idx) == m.cfg.Self:
 		answer = helloWrongSender
 		m.foreignHello.Add(1)
 		m.log.Warn().Str("remote", remote).Uint64("node", idx).Int("n", m.n).
 			Msg("qnet: refused a hello from a node index out of range or this node's own (different peer list?)")
-		m.misconfiguredFrom(c, fmt.Sprintf("a node at %s said hello as node %d, out of this node's range of %d or its own index", remote, idx, m.n))
 	case string(hello) != m.cfg.Hello:
 		answer = helloWrongSetup
 		m.foreignHello.Add(1)
 		m.log.Warn().Str("remote", remote).Uint64("node", idx).Str("theirs", string(hello)).Str("ours", m.cfg.Hello).
 			Msg("qnet: refused a hello: different setup (group, protocol, coterie, size or peer list: every node must be given the same, peers in the same order)")
-		m.misconfiguredFrom(c, fmt.Sprintf("node %d at %s said hello with another setup: %q, where this node's is %q", idx, remote, hello, m.cfg.Hello))
 	case m.cfg.Heartbeat > 0 && m.live.refused(int(idx), inc):
 		answer = helloFailed
 		m.restarted.Add(1)
@@ -1305,13 +1317,18 @@ func (m *Mesh) sameIncarnation(node int, inc uint64) bool {
 	return same
 }
 
-// Misconfigured returns a channel closed once a hello was refused, by this
-// node or by a peer, for another setup (group, protocol, coterie, size or
-// peer list) or a node index the other side cannot have: nodes given
-// different setups build quorums that need not intersect, and each side
-// would grant the same lock (black-box round: two holders in 14 of 20
-// entries with two --quorum-size values). The node stops on it
-// (node.ErrMisconfigured); MisconfiguredWhy says what was seen.
+// Misconfigured returns a channel closed once a peer, at the address this
+// node's list gives it, refused this node's hello for another setup
+// (protocol, coterie, size, peer list or timings) or a node index it
+// cannot have: nodes given different setups build quorums that need not
+// intersect, and each side would grant the same lock (black-box round: two
+// holders in 14 of 20 entries with two --quorum-size values). The node
+// stops on it (node.ErrMisconfigured). Nodes of one setup share one peer
+// list, so where it names an address at which a node of another setup
+// runs, every one of them dials it and stops. A hello this node refuses
+// counts for nothing here: a restarted node that lost its place in the
+// list, or a stranger on a peer's host, would stop a healthy group
+// (review). MisconfiguredWhy says what was seen.
 func (m *Mesh) Misconfigured() <-chan struct{} { return m.misconfigured }
 
 // MisconfiguredWhy describes the first refused hello that closed
@@ -1321,17 +1338,6 @@ func (m *Mesh) MisconfiguredWhy() string {
 		return *why
 	}
 	return ""
-}
-
-// misconfiguredFrom is misconfiguredBy for a hello this node refused,
-// counted only from a peer's host: from anywhere else it is a stranger's,
-// dropped and counted (ForeignHello), and one forged connection must not
-// stop the node. A misconfigured node is on a peer's host, for it dials
-// the peers its own list names, and these answer it (misconfiguredBy).
-func (m *Mesh) misconfiguredFrom(c net.Conn, why string) {
-	if m.arrivals.poolOf(c.RemoteAddr()) == fromPeerHost {
-		m.misconfiguredBy(why)
-	}
 }
 
 func (m *Mesh) misconfiguredBy(why string) {

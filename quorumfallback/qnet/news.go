@@ -14,6 +14,7 @@ const (
 	newsCrowded                // one closed in its hello for a newer one: too many at once
 	newsBadFrame               // a frame that does not decode
 	newsBadSender              // a frame not from its connection's node, or not for this one
+	newsForeignGroup           // a hello of another group
 	newsKinds
 )
 
