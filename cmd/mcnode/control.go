@@ -804,7 +804,9 @@ func (j *joining) acquire(ctx context.Context, name string, try bool) (mcnode.Le
 		// that come after, and mcnode run starts it anew. A request that
 		// only waited lost nothing: it asks the new node, within the
 		// client's time.
-		if try || ctx.Err() != nil || !errors.Is(err, node.ErrFailed) && !(errors.Is(err, node.ErrClosed) && exited(*p)) {
+		// A node stopped for another setup is not started anew: its
+		// clients hear why at once (they waited for a node to come).
+		if try || ctx.Err() != nil || errors.Is(err, node.ErrMisconfigured) || !errors.Is(err, node.ErrFailed) && !(errors.Is(err, node.ErrClosed) && exited(*p)) {
 			return l, err
 		}
 		if p, err = j.wait(ctx, p); err != nil {

@@ -110,6 +110,10 @@ func (r *restartingNode) restarts() {
 				r.log.Info().Msg("this player's node started anew, as a new incarnation")
 				break
 			}
+			if errors.Is(err, node.ErrMisconfigured) {
+				r.log.Error().Err(err).Msg("this player's node, started anew, met a peer with another setup; give every player the same flags")
+				return
+			}
 			r.log.Warn().Err(err).Dur("retry_in", delay).Msg("starting this player's node anew failed")
 			select {
 			case <-r.done:

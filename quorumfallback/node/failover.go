@@ -52,7 +52,7 @@ var ErrFailed = errors.New("node: declared failed by its peers (they did not hea
 // that need not intersect, and would each grant the same lock, so the node
 // loses its locks and stops rather than take part; it is not started
 // again until every node is given the same setup.
-var ErrMisconfigured = errors.New("node: a peer runs another setup (every node must be given the same group, protocol, coterie, size and peer list, in the same order, and an index of its own): this node stopped rather than risk two holders of a lock")
+var ErrMisconfigured = errors.New("node: a peer runs another setup (every node must be given the same protocol, coterie, size, peer list in the same order, lease, lease margin and detection time, and an index of its own): this node stopped rather than risk two holders of a lock")
 
 // errQuorumSilent is why a lease is lost to the failure handling.
 var errQuorumSilent = errors.New("a member of the lock's quorum has not heard this node for the lease, and may give its part of the lock to another")

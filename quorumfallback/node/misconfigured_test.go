@@ -85,3 +85,41 @@ func TestHelloNamesTheTimings(t *testing.T) {
 		t.Errorf("group g/x's hello %s begins as group g's, %s", other.Hello(), base.helloGroup())
 	}
 }
+
+// A node that stops for another setup while it waits for its links says so
+// from WaitReady (mcnode.Start waits there), not "transport closed"; here
+// the setups differ only in the lease (review).
+func TestWaitReadySaysWhyItStopped(t *testing.T) {
+	listeners, peers := loopbackListeners(t, 2)
+	nodes := make([]*Node, 2)
+	for i := range nodes {
+		lease := DefaultLease
+		if i == 1 {
+			lease = 3 * time.Second
+		}
+		nd, err := Start(Config{Group: "t", Protocol: protocols.Maekawa, Coterie: "majority", Self: i, Peers: peers, Listener: listeners[i], Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes[i] = nd
+	}
+	// Each stops once the other answers its hello; one that the other's
+	// stop left with nothing to dial waits on.
+	stopped := 0
+	for i, nd := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := nd.WaitReady(ctx)
+		cancel()
+		switch {
+		case errors.Is(err, ErrMisconfigured) && errors.Is(err, ErrClosed):
+			stopped++
+		case errors.Is(err, context.DeadlineExceeded):
+		default:
+			t.Errorf("node %d: WaitReady = %v, want ErrClosed wrapping ErrMisconfigured", i, err)
+		}
+	}
+	if stopped == 0 {
+		t.Error("neither node stopped")
+	}
+}

@@ -356,7 +356,17 @@ func Start(cfg Config) (*Node, error) {
 // transport can tell.
 func (n *Node) WaitConnected(ctx context.Context) error {
 	if w, ok := n.tr.(interface{ WaitConnected(context.Context) error }); ok {
-		return w.WaitConnected(ctx)
+		err := w.WaitConnected(ctx)
+		if err != nil {
+			select {
+			case <-n.done:
+				// The node stopped, and closed its links: say why it did
+				// (ErrMisconfigured), not "transport closed" (review).
+				return n.closedErr()
+			default:
+			}
+		}
+		return err
 	}
 	return nil
 }
@@ -548,8 +558,9 @@ func (n *Node) loop() {
 		case <-misconfigured:
 			misconfigured = nil
 			why := mc.MisconfiguredWhy()
-			n.log.Error().Str("seen", why).Msg("a peer runs another setup (group, protocol, coterie, size or peer list): this node loses its locks and stops rather than risk two holders; give every node the same setup")
-			n.stopWith(fmt.Errorf("%w: %s", ErrMisconfigured, why))
+			n.log.Error().Str("seen", why).Msg("a peer runs another setup (protocol, coterie, size, peer list, or lease, lease margin or detection time): this node loses its locks and stops rather than risk two holders; give every node the same setup")
+			// ErrClosed too: the node closes, and callers test for that.
+			n.stopWith(fmt.Errorf("%w: %w: %s", ErrClosed, ErrMisconfigured, why))
 		case <-tick:
 			n.checkFailures()
 		case <-failed:
@@ -615,7 +626,10 @@ func (n *Node) call(ctx context.Context, f func()) error {
 // that a caller learns it. It waits for the loop's end, which wrote that.
 func (n *Node) closedErr() error {
 	<-n.exited
-	if n.failedErr != nil {
+	switch {
+	case errors.Is(n.failedErr, ErrClosed):
+		return n.failedErr
+	case n.failedErr != nil:
 		return fmt.Errorf("%w: %w", ErrClosed, n.failedErr)
 	}
 	return ErrClosed

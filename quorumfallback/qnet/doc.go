@@ -49,7 +49,7 @@
 //
 // # Wire format
 //
-// A hello is the magic "mcq5", the dialler's node index and its incarnation
+// A hello is the magic "mcq6", the dialler's node index and its incarnation
 // (a random number drawn when the mesh starts) as uvarints, the
 // length of its Hello as a uvarint and the Hello; the answer is one byte
 // (accepted, or why not). Then the dialler sends frames, each a uvarint

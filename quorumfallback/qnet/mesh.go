@@ -58,7 +58,7 @@ type Inbound struct {
 // Limits and defaults of the mesh.
 const (
 	// MaxHello is the longest Config.Hello, in bytes.
-	MaxHello = 1024
+	MaxHello = 2048
 	// DefaultDialRetry is the wait between dial attempts when
 	// Config.DialRetry is zero.
 	DefaultDialRetry = 100 * time.Millisecond
@@ -88,7 +88,7 @@ const (
 // a failure, and the sender's clock in every frame; a node of an earlier
 // version would deadlock with one, drop the frames it does not know, or
 // starve beside it).
-var helloMagic = [4]byte{'m', 'c', 'q', '5'}
+var helloMagic = [4]byte{'m', 'c', 'q', '6'}
 
 // Answers to a hello.
 const (
@@ -123,7 +123,8 @@ type Config struct {
 	// Peers[Self] is where this node listens.
 	Peers []string
 	// Hello identifies the group and its setup, e.g.
-	// "mcnode/<group>/maekawa/fpp/N=5/peers=<hash>". A node refuses connections from
+	// `mcnode/"<group>"/maekawa/fpp/N=5/peers=<hash>/lease=1.5s/margin=300ms/detect=1s`
+	// (node.Config.Hello). A node refuses connections from
 	// nodes whose Hello differs in any byte, so it should name everything
 	// the nodes must agree on.
 	Hello string
@@ -751,6 +752,9 @@ type refusedError struct {
 	reason string
 	// passing: the refusal ends by itself; retry at the usual pace.
 	passing bool
+	// otherGroup: a node of another group answered at the peer's address;
+	// retried at the usual pace too, for the peer may come back there.
+	otherGroup bool
 }
 
 func (e *refusedError) Error() string {
@@ -781,6 +785,11 @@ func (m *Mesh) write(p *peer) {
 				if waiting.reason != lastWait {
 					lastWait = waiting.reason
 					m.log.Info().Err(err).Dur("retry", wait).Msg("qnet: waiting before writing to a peer's incarnation; dialling again")
+				}
+			case errors.As(err, &refused) && refused.otherGroup:
+				m.refusedByPeer.Add(1)
+				if failures == 1 {
+					m.log.Warn().Err(err).Dur("retry", wait).Msg("qnet: a node of another group answers at a peer's address; dialling again")
 				}
 			case errors.As(err, &refused) && refused.passing:
 				if failures == 1 {
@@ -962,25 +971,25 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 		return m.writeTo(p, acc)
 	case helloWrongSetup:
 		m.misconfiguredBy(fmt.Sprintf("node %d at %s refused this node's hello: it runs another setup", p.id, p.addr))
-		return &refusedError{p.id, p.addr, "different setup", false}
+		return &refusedError{peer: p.id, addr: p.addr, reason: "different setup", passing: false}
 	case helloWrongGroup:
-		return &refusedError{p.id, p.addr, "a node of another group listens there (the peer is gone, and its port taken?)", false}
+		return &refusedError{peer: p.id, addr: p.addr, reason: "a node of another group listens there (the peer is gone, and its port taken?)", otherGroup: true}
 	case helloWrongSender:
 		m.misconfiguredBy(fmt.Sprintf("node %d at %s refused this node's hello: this node's index, %d, is out of its range or its own", p.id, p.addr, m.cfg.Self))
-		return &refusedError{p.id, p.addr, fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self), false}
+		return &refusedError{peer: p.id, addr: p.addr, reason: fmt.Sprintf("node index %d not valid there (different peer list?)", m.cfg.Self), passing: false}
 	case helloFailed:
 		if m.refusedToo(p.id) && !m.isolated() {
 			// A cut both ways: each side refused the other. The side
 			// that refused more than half the group is the one cut off;
 			// the peer learns it, not this node.
-			return &refusedError{p.id, p.addr, "it refuses this node, which refuses it too and still hears most of the group: it is the one cut off", true}
+			return &refusedError{peer: p.id, addr: p.addr, reason: "it refuses this node, which refuses it too and still hears most of the group: it is the one cut off", passing: true}
 		}
 		m.declaredFailed()
-		return &refusedError{p.id, p.addr, "this incarnation was declared failed: the node must come back as a new one", false}
+		return &refusedError{peer: p.id, addr: p.addr, reason: "this incarnation was declared failed: the node must come back as a new one", passing: false}
 	case helloRestarted:
 		if m.cfg.Heartbeat > 0 {
 			// It takes this incarnation once it has put the last one down.
-			return &refusedError{p.id, p.addr, "waiting for that node to put this node's previous incarnation down", true}
+			return &refusedError{peer: p.id, addr: p.addr, reason: "waiting for that node to put this node's previous incarnation down", passing: true}
 		}
 		m.mu.Lock()
 		if !m.refusedRestart.Swap(true) {
@@ -988,7 +997,7 @@ func (m *Mesh) helloOut(c net.Conn, p *peer) error {
 			m.changed = make(chan struct{})
 		}
 		m.mu.Unlock()
-		return &refusedError{p.id, p.addr, "this node restarted while that one kept running, and the protocols cannot take back a node that lost its state: restart every node of the group", false}
+		return &refusedError{peer: p.id, addr: p.addr, reason: "this node restarted while that one kept running, and the protocols cannot take back a node that lost its state: restart every node of the group", passing: false}
 	}
 	return fmt.Errorf("qnet: peer %d at %s answered hello with unknown byte %#02x", p.id, p.addr, answer[0])
 }
@@ -1175,7 +1184,7 @@ func (m *Mesh) helloIn(c net.Conn, br *bufio.Reader, quiet func() bool) (from in
 		answer = helloWrongSetup
 		m.foreignHello.Add(1)
 		m.log.Warn().Str("remote", remote).Uint64("node", idx).Str("theirs", string(hello)).Str("ours", m.cfg.Hello).
-			Msg("qnet: refused a hello: different setup (group, protocol, coterie, size or peer list: every node must be given the same, peers in the same order)")
+			Msg("qnet: refused a hello: different setup (protocol, coterie, size, peer list, or lease, lease margin or detection time: every node must be given the same, peers in the same order)")
 	case m.cfg.Heartbeat > 0 && m.live.refused(int(idx), inc):
 		answer = helloFailed
 		m.restarted.Add(1)

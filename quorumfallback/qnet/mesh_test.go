@@ -574,7 +574,7 @@ func TestConfigErrors(t *testing.T) {
 		{"port too big", func(c *Config) { c.Peers[1] = "h:65536" }, `Peers[1] "h:65536"`},
 		{"duplicate", func(c *Config) { c.Peers[1] = "127.0.0.1:07001" }, `Peers[0] "127.0.0.1:7001" and Peers[1] "127.0.0.1:07001"`},
 		{"no hello", func(c *Config) { c.Hello = "" }, "empty Hello"},
-		{"long hello", func(c *Config) { c.Hello = strings.Repeat("h", MaxHello+1) }, "Hello of 1025 bytes"},
+		{"long hello", func(c *Config) { c.Hello = strings.Repeat("h", MaxHello+1) }, fmt.Sprintf("Hello of %d bytes", MaxHello+1)},
 		{"negative retry", func(c *Config) { c.DialRetry = -time.Second }, "negative DialRetry -1s"},
 	}
 	for _, c := range cases {
