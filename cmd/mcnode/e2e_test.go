@@ -411,9 +411,12 @@ func TestE2EQuorumDifferentPeerListsStop(t *testing.T) {
 	}
 	var mu sync.Mutex
 	stopped := map[int]bool{}
+	var waits sync.WaitGroup
 	for i := range hosts {
 		c.startDaemon(i)
+		waits.Add(1)
 		go func() {
+			defer waits.Done()
 			err := c.daemons[i].Wait()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
@@ -428,6 +431,17 @@ func TestE2EQuorumDifferentPeerListsStop(t *testing.T) {
 	time.Sleep(8 * time.Second)
 	mu.Lock()
 	defer mu.Unlock()
+	defer func() {
+		// The survivors' Waits end before the cleanup's own (a race).
+		for i := range hosts {
+			if !stopped[i] {
+				_ = c.daemons[i].Process.Kill()
+			}
+		}
+		mu.Unlock()
+		waits.Wait()
+		mu.Lock()
+	}()
 	sides := map[bool]int{}
 	for i := range hosts {
 		if !stopped[i] {

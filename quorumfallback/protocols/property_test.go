@@ -15,6 +15,7 @@ import (
 var (
 	seeds   = flag.Int("sim.seeds", defaultSeeds(), "seeds per protocol in TestPropertySeeded (env MCNODE_QSIM_SEEDS)")
 	oneSeed = flag.Int64("sim.seed", -1, "run only this seed")
+	first   = flag.Int64("sim.first", 0, "the first seed of TestPropertySeeded's run, for sweeps of fresh seeds")
 )
 
 func defaultSeeds() int {
@@ -67,7 +68,7 @@ func TestPropertySeeded(t *testing.T) {
 			t.Parallel()
 			entries, maxBypass, renewed := 0, 0, 0
 			for i := range n {
-				seed := int64(i)
+				seed := *first + int64(i)
 				if *oneSeed >= 0 {
 					if i > 0 {
 						break
