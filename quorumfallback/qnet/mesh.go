@@ -322,9 +322,9 @@ type Mesh struct {
 	refusedRestart atomic.Bool
 
 	lost, malformed, badSender, foreignHello, refusedByPeer, reconnects, restarted, unauthenticated, crowded atomic.Uint64
-	// misconfigured is closed at the first hello refused, either way, for
-	// another setup or a node index the other side cannot have
-	// (Misconfigured); misconfiguredWhy says which.
+	// misconfigured is closed when a peer first refuses this node's hello
+	// for another setup or a node index it cannot have (Misconfigured);
+	// misconfiguredWhy says which.
 	misconfigured    chan struct{}
 	misconfiguredOne sync.Once
 	misconfiguredWhy atomic.Pointer[string]
